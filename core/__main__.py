@@ -1,0 +1,76 @@
+"""Command line: ``python -m core generate|train ...`` (see README.md)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import UserError
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="tiny", help="tiny, a local model folder, or a hub id (default: tiny)")
+    p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
+    p.add_argument("--draft", help="draft model folder or hub id for --drafter draft (overrides the preset's)")
+    p.add_argument("--drafter", default="draft", help="none, draft or ngram (default: draft)")
+    p.add_argument("--k", type=int, default=4, help="draft chain length / tree depth (default: 4)")
+    p.add_argument("--tree", help="draft a full tree WIDTHxDEPTH instead of a chain, e.g. 2x3")
+    p.add_argument("--ngram-n", type=int, default=3, help="longest n-gram the ngram drafter matches (default: 3)")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--block-size", type=int, default=16, help="KV cache block size in tokens (default: 16)")
+    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder/hub")
+    p.add_argument("--trace", help="write the step records as JSON lines to this file (docs/trace.md)")
+    p.add_argument("--check", action="store_true", help="also run the target alone and report baseline_match")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from .api import generate
+
+    result = generate(
+        args.prompt, preset=args.preset, drafter=args.drafter, k=args.k, tree=args.tree,
+        temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens,
+        check=args.check, trace=args.trace, device=args.device, block_size=args.block_size,
+        ngram_n=args.ngram_n, target=args.target, draft=args.draft, trust_remote_code=args.trust_remote_code,
+    )
+    data = result.to_dict()
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False))
+        return 0
+    print(args.prompt + result.text)
+    print(
+        f"\n[{args.drafter}] {data['new_tokens']} tokens in {data['target_forwards']} target forwards "
+        f"(tau {data['mean_accepted_tokens']:.2f}), acceptance {data['acceptance_rate']:.1%}, "
+        f"{data['tokens_per_s']:.1f} tokens/s, KV peak {data['kv']['peak_blocks_in_use']} blocks",
+        file=sys.stderr,
+    )
+    if args.check:
+        print(f"identical to the target alone: {data['baseline_match']}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core", description="Speculative Decoding Lab engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_generate_arguments(sub.add_parser("generate", help="decode one prompt speculatively"))
+    train = sub.add_parser("train", help="train the tiny model family")
+    train_sub = train.add_subparsers(dest="what", required=True)
+    from .train import tiny
+
+    tiny.add_arguments(train_sub.add_parser("tiny", help="train the embedded tiny target and draft"))
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "generate":
+            return run_generate(args)
+        return tiny.run(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

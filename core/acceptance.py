@@ -1,0 +1,113 @@
+"""Acceptance rules: which drafted nodes the target keeps, and which token it adds.
+
+Glossary (after vLLM's rejection sampler):
+
+* **accepted** -- drafted tokens the target keeps, a path from the root down;
+* **correction** -- the target's own token at the first node where no child was kept
+  (the "recovered" token of vLLM);
+* **bonus** -- the target's next token after a fully accepted path (a free extra token);
+* **target** -- the plain next token when nothing was drafted (the baseline, or a drafter that
+  found nothing to propose).
+
+Both rules are pure functions of the tree and the target's distributions; randomness comes only
+from the ``torch.Generator`` passed in.
+
+``target_probs`` rows follow the verify input ``[root] + tree nodes``: row 0 is the target's
+next-token distribution after the root, row ``i + 1`` the one after node ``i``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .tree import DraftTree
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    accepted: tuple[int, ...]  # node indices, root's child first
+    next_token: int  # correction, bonus or plain target token
+    next_kind: str  # "correction" | "bonus" | "target"
+
+
+def _next_kind(tree: DraftTree, had_children: bool) -> str:
+    if had_children:
+        return "correction"
+    return "bonus" if len(tree) else "target"
+
+
+def greedy_accept(tree: DraftTree, target_probs: torch.Tensor) -> Acceptance:
+    """Follow the child equal to the target's argmax; stop at the first miss or a leaf.
+
+    target_probs: [1 + len(tree), vocab] (logits work too: only the argmax matters).
+    """
+    target_argmax = target_probs.argmax(dim=-1).tolist()
+    accepted: list[int] = []
+    node, row = -1, 0
+    while True:
+        children = tree.children(node)
+        match = next((c for c in children if tree.tokens[c] == target_argmax[row]), None)
+        if match is None:
+            return Acceptance(tuple(accepted), target_argmax[row], _next_kind(tree, bool(children)))
+        accepted.append(match)
+        node, row = match, match + 1
+
+
+def residual_probs(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, target_probs - draft_probs)): what is left to sample after a rejection."""
+    residual = (target_probs - draft_probs).clamp_min(0)
+    total = residual.sum()
+    if total <= 0:  # target == draft: a rejection had probability 0, keep the target's law
+        return target_probs
+    return residual / total
+
+
+def speculative_accept(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator) -> Acceptance:
+    """Speculative sampling (Leviathan et al., Chen et al.) extended to trees.
+
+    At each node on the path, its children are tried in order (recursive rejection sampling,
+    as in SpecInfer / RSD): child x drawn from draft_dist q is accepted with probability
+    min(1, p(x) / q(x)); on rejection the target's law becomes residual_probs(p, q) for the next
+    sibling. When every child is rejected the correction is drawn from what is left; after a
+    leaf the bonus token is drawn from the target's law. Each sibling's ``draft_dists`` must be
+    the law it was drawn from (with earlier siblings removed when drawn without replacement);
+    then the emitted token follows the target's law exactly.
+
+    target_probs: [1 + len(tree), vocab], rows summing to 1.
+    """
+    accepted: list[int] = []
+    node, row = -1, 0
+    while True:
+        target_dist = target_probs[row]
+        children = tree.children(node)
+        chosen = None
+        for child in children:
+            draft_dist = tree.draft_dists[child]
+            if draft_dist is None:
+                raise ValueError("speculative_accept needs draft_dists for every node")
+            token = tree.tokens[child]
+            ratio = target_dist[token] / draft_dist[token]
+            if torch.rand((), generator=generator, dtype=torch.float64).item() < min(1.0, ratio.item()):
+                chosen = child
+                break
+            target_dist = residual_probs(target_dist, draft_dist)
+        if chosen is None:
+            token = int(torch.multinomial(target_dist, 1, generator=generator).item())
+            return Acceptance(tuple(accepted), token, _next_kind(tree, bool(children)))
+        accepted.append(chosen)
+        node, row = chosen, chosen + 1
+
+
+def node_status(tree: DraftTree, accepted: tuple[int, ...]) -> list[str]:
+    """Per node: "accepted", "rejected" (tried against the target and refused) or "not_reached"."""
+    on_path = set(accepted)
+    status = []
+    for i, parent in enumerate(tree.parents):
+        if i in on_path:
+            status.append("accepted")
+        elif parent == -1 or parent in on_path:
+            status.append("rejected")
+        else:
+            status.append("not_reached")
+    return status

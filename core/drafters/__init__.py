@@ -1,0 +1,24 @@
+"""Drafters, chosen by name from one registry. Each implements ``base.Drafter``."""
+from __future__ import annotations
+
+from ..errors import UserError
+from .base import DraftShape, Drafter, ProposeContext
+from .draft_model import DraftModelDrafter
+from .ngram import NgramDrafter
+from .none import NoDrafter
+
+DRAFTERS: dict[str, type] = {
+    "none": NoDrafter,
+    "draft": DraftModelDrafter,
+    "ngram": NgramDrafter,
+}
+NEEDS_DRAFT_MODEL = {"draft"}
+
+
+def drafter_class(name: str) -> type:
+    if name not in DRAFTERS:
+        raise UserError(f"unknown drafter {name!r}: use one of {', '.join(DRAFTERS)}")
+    return DRAFTERS[name]
+
+
+__all__ = ["DRAFTERS", "NEEDS_DRAFT_MODEL", "DraftShape", "Drafter", "ProposeContext", "drafter_class"]

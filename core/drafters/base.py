@@ -1,0 +1,118 @@
+"""The one small interface every drafter implements, and helpers they share."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from ..errors import UserError
+from ..tree import DraftTree
+
+MAX_WIDTH = 8
+MAX_DEPTH = 16
+MAX_TREE_NODES = 128
+
+
+@dataclass(frozen=True)
+class DraftShape:
+    """A full tree ``width`` wide at every node and ``depth`` deep; width 1 is a chain of k."""
+
+    width: int = 1
+    depth: int = 4
+
+    @classmethod
+    def parse(cls, k: int, tree: str | tuple[int, int] | None = None) -> "DraftShape":
+        """``tree`` as "WxD" (e.g. "2x3") or (W, D); without it, a chain of ``k``."""
+        if tree is None or tree == "":
+            shape = cls(1, _as_int(k, "k"))
+        elif isinstance(tree, str):
+            parts = tree.lower().split("x")
+            if len(parts) != 2:
+                raise UserError(f"--tree must look like WIDTHxDEPTH, e.g. 2x3 (got {tree!r})")
+            shape = cls(_as_int(parts[0], "tree width"), _as_int(parts[1], "tree depth"))
+        else:
+            shape = cls(_as_int(tree[0], "tree width"), _as_int(tree[1], "tree depth"))
+        shape.validate()
+        return shape
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(self.width**d for d in range(1, self.depth + 1))
+
+    def validate(self) -> None:
+        if not 1 <= self.depth <= MAX_DEPTH:
+            raise UserError(f"draft depth k must be between 1 and {MAX_DEPTH} (got {self.depth})")
+        if not 1 <= self.width <= MAX_WIDTH:
+            raise UserError(f"tree width must be between 1 and {MAX_WIDTH} (got {self.width})")
+        if self.num_nodes > MAX_TREE_NODES:
+            raise UserError(
+                f"a {self.width}x{self.depth} tree has {self.num_nodes} nodes; at most {MAX_TREE_NODES} are allowed"
+            )
+
+    def __str__(self) -> str:
+        return f"chain k={self.depth}" if self.width == 1 else f"tree {self.width}x{self.depth}"
+
+
+def _as_int(value, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} must be an integer (got {value!r})") from None
+
+
+@dataclass(frozen=True)
+class ProposeContext:
+    tokens: list[int]  # the committed sequence; the last one is the root the tree hangs from
+    max_depth: int  # never draft deeper (the remaining token budget)
+    temperature: float
+    generator: torch.Generator
+
+
+class Drafter(Protocol):
+    name: str
+    model_path: str | None  # the draft model folder, when there is one
+    forwards: int  # draft model forwards this run
+    max_nodes: int  # the largest tree it can propose
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        """Begin a run; ``capacity_tokens`` bounds the tokens a cache must hold."""
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        """Return the draft tree for this step (may be empty)."""
+
+    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        """Learn which nodes the target kept, so caches can follow."""
+
+    def stop(self) -> None:
+        """End a run and return every resource, also after an error."""
+
+    def kv_summary(self) -> dict[str, int] | None:
+        """The drafter's own KV counters, if it has a cache."""
+
+
+def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator):
+    """Choose up to ``width`` distinct children from one draft distribution.
+
+    Greedy (temperature 0): the top ``width`` tokens. Sampling: draws without replacement, the
+    i-th from the draft law with the earlier ones removed; each child carries that law, as the
+    recursive rejection rule needs.
+
+    logits: [vocab]. Returns a list of (token, draft_prob, draft_dist or None).
+    """
+    if temperature <= 0:
+        probs = torch.softmax(logits.float(), dim=-1)
+        top = torch.topk(probs, width)
+        return [(int(t), float(p), None) for p, t in zip(top.values, top.indices)]
+    dist = torch.softmax(logits.float() / temperature, dim=-1)
+    children = []
+    for _ in range(width):
+        total = dist.sum()
+        if total <= 0:
+            break
+        dist = dist / total
+        token = int(torch.multinomial(dist, 1, generator=generator).item())
+        children.append((token, float(dist[token]), dist))
+        dist = dist.clone()
+        dist[token] = 0.0
+    return children

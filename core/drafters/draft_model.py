@@ -1,0 +1,89 @@
+"""``draft``: an independent small LM that shares the target's tokenizer proposes a chain or tree.
+
+Each depth of the tree is one draft forward over that level's nodes (tree attention in the
+draft too); the first forward also catches the draft's cache up with tokens the target
+committed since the last step. The draft owns a paged KV cache like the target's: nodes the
+target accepted keep their slots, the rest are released.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..forward import chain_parents, forward_segment
+from ..kv_cache import PagedKVCache, RequestKV
+from ..tree import DraftTree
+from .base import DraftShape, ProposeContext, pick_children
+
+
+def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Cut or pad (with -inf) the draft's logits to the target's vocabulary size."""
+    if logits.shape[-1] >= vocab_size:
+        return logits[..., :vocab_size]
+    pad = logits.new_full((*logits.shape[:-1], vocab_size - logits.shape[-1]), float("-inf"))
+    return torch.cat([logits, pad], dim=-1)
+
+
+class DraftModelDrafter:
+    name = "draft"
+
+    def __init__(self, shape: DraftShape, draft, vocab_size: int, block_size: int = 16, **_):
+        self.shape = shape
+        self.draft = draft  # models.LoadedModel
+        self.model_path = draft.path
+        self.vocab_size = vocab_size
+        self.max_nodes = shape.num_nodes
+        self.block_size = block_size
+        self.forwards = 0
+        self.kv: RequestKV | None = None
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        num_blocks = -(-capacity_tokens // self.block_size) + 1
+        self.kv = PagedKVCache.for_model(self.draft.model, num_blocks, self.block_size).new_request()
+        self.synced = 0  # committed tokens whose K/V the draft holds
+        self.fed: list[int] = []  # tree node of each pending draft-cache entry, in write order
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        tree = DraftTree()
+        depth = min(self.shape.depth, ctx.max_depth)
+        if depth <= 0:
+            return tree
+        model = self.draft.model
+        catch_up = ctx.tokens[self.synced :]
+        logits = forward_segment(model, self.kv, catch_up, chain_parents(len(catch_up)))
+        self.forwards += 1
+        self.kv.commit(list(range(len(catch_up))))
+        self.synced += len(catch_up)
+
+        self.fed = []
+        fed_parents: list[int] = []  # segment parents of the fed entries
+        frontier = [(-1, fit_vocab(logits[-1], self.vocab_size))]
+        for level in range(1, depth + 1):
+            level_nodes = [
+                tree.add(token, parent, prob, dist, proposer="draft")
+                for parent, row in frontier
+                for token, prob, dist in pick_children(row, self.shape.width, ctx.temperature, ctx.generator)
+            ]
+            if level == depth:
+                break
+            fed_parents = fed_parents + [
+                -1 if tree.parents[n] < 0 else self.fed.index(tree.parents[n]) for n in level_nodes
+            ]
+            logits = forward_segment(model, self.kv, [tree.tokens[n] for n in level_nodes], fed_parents)
+            self.forwards += 1
+            self.fed += level_nodes
+            frontier = list(zip(level_nodes, fit_vocab(logits, self.vocab_size)))
+        return tree
+
+    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        keep = [self.fed.index(n) for n in accepted if n in self.fed]
+        self.kv.commit(keep)
+        self.synced += len(keep)
+        self.fed = []
+
+    def stop(self) -> None:
+        if self.kv is not None:
+            self.kv.release_all()
+
+    def kv_summary(self) -> dict[str, int] | None:
+        return None if self.kv is None else self.kv.summary()
+

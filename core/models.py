@@ -1,0 +1,128 @@
+"""Presets and model loading: the embedded tiny family, or any transformers causal LM by folder or hub id.
+
+Loaded models are cached per process (key: path, device), so the app and repeated
+``core.generate`` calls load each model once.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .errors import UserError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    target: str
+    draft: str | None
+    description: str
+
+
+PRESETS = {
+    "tiny": Preset(
+        name="tiny",
+        target=str(ASSETS / "tiny" / "target"),
+        draft=str(ASSETS / "tiny" / "draft"),
+        description="embedded Llama-architecture pair trained here (Chinese + English), instant start",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    path: str
+    model: torch.nn.Module
+    tokenizer: object
+    context_length: int
+    eos_ids: frozenset[int]
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the LM head (may exceed the tokenizer's vocabulary when padded)."""
+        return self.model.get_output_embeddings().weight.shape[0]
+
+
+_loaded: dict[tuple[str, str], LoadedModel] = {}
+_lock = threading.Lock()
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """``None``/"auto": CUDA when available, else CPU."""
+    if device in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise UserError(f"unknown device {device!r} (use auto, cpu or cuda)") from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but no CUDA device is available")
+    if chosen.type not in ("cpu", "cuda"):
+        raise UserError(f"unsupported device {device!r} (use auto, cpu or cuda)")
+    return chosen
+
+
+def resolve_preset(preset: str) -> Preset:
+    """A preset name, a local model folder (target only), or a hub id."""
+    if preset in PRESETS:
+        return PRESETS[preset]
+    if Path(preset).is_dir():
+        return Preset(name=preset, target=preset, draft=None, description="local model folder")
+    if preset.count("/") == 1 and not preset.startswith((".", "/")):
+        return Preset(name=preset, target=preset, draft=None, description="hub id")
+    known = ", ".join(sorted(PRESETS))
+    raise UserError(f"unknown preset {preset!r}: use one of {known}, a model folder, or a hub id like org/name")
+
+
+def load_model(path: str, device: str | None = None, trust_remote_code: bool = False) -> LoadedModel:
+    """Load (once per process) a causal LM and its tokenizer: fp32 on CPU, bf16 on CUDA."""
+    torch_device = pick_device(device)
+    key = (str(path), str(torch_device))
+    with _lock:
+        if key in _loaded:
+            return _loaded[key]
+        dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError) as e:
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"could not load model {path!r}: {first_line}") from None
+        model.to(torch_device).eval()
+        config = model.config.get_text_config()
+        context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+        eos = model.generation_config.eos_token_id
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        loaded = LoadedModel(str(path), model, tokenizer, int(context), eos_ids)
+        _loaded[key] = loaded
+        return loaded
+
+
+def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
+    """Refuse a draft whose tokenizer maps tokens to other ids than the target's.
+
+    A vocabulary that is only larger (extra or padding tokens at the end) is tolerated: every
+    token of the smaller one must have the same id in the larger.
+    """
+    target_vocab = target.tokenizer.get_vocab()
+    draft_vocab = draft.tokenizer.get_vocab()
+    smaller, larger = sorted((target_vocab, draft_vocab), key=len)
+    mismatched = [tok for tok, idx in smaller.items() if larger.get(tok) != idx]
+    if mismatched:
+        examples = ", ".join(repr(t) for t in sorted(mismatched)[:3])
+        raise UserError(
+            f"the draft's tokenizer differs from the target's: {len(mismatched)} of {len(smaller)} tokens "
+            f"have other ids (e.g. {examples}); the draft must share the target's tokenizer"
+        )

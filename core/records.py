@@ -1,0 +1,198 @@
+"""What the engine reports: one StepRecord per speculative step, one RunResult per run,
+and the trace file (JSON lines) that stores them. The UI renders these and computes nothing.
+
+Trace format (documented in docs/trace.md): line 1 is a ``header`` record, then one ``step``
+record per step, then a ``summary`` record; every line carries ``"schema": TRACE_SCHEMA``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import UserError
+
+TRACE_SCHEMA = 1
+MAX_TRACE_BYTES = 20 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    id: int  # index in the draft tree (breadth-first)
+    token: int
+    text: str
+    parent: int  # -1: the root (the last committed token)
+    depth: int  # 1 for the root's children
+    draft_prob: float  # the draft's probability of this token given its ancestors (q)
+    target_prob: float  # the target's probability of this token given its ancestors (p)
+    status: str  # "accepted" | "rejected" | "not_reached"
+    proposer: str  # which drafter part proposed it (e.g. "draft", "ngram")
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    token: int
+    text: str  # the text this token added to the decoded output
+    kind: str  # "accepted" | "correction" | "bonus" | "target"
+
+
+@dataclass(frozen=True)
+class KVStepRecord:
+    blocks_before: int
+    blocks_after: int
+    slots_written: int
+    slots_freed: int
+    freed_blocks: list[int]
+    block_table: list[int]  # after commit
+    slot_grid: dict[str, str]  # block id -> one char per slot: L live, W written+kept, F freed, . free
+    pool_in_use: int  # blocks of the pool in use after commit (all requests)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int  # 0-based
+    root: TokenRecord  # the last committed token the tree hangs from
+    nodes: list[NodeRecord]
+    accepted_length: int  # drafted tokens kept
+    next: TokenRecord  # correction, bonus or plain target token
+    emitted: list[TokenRecord]  # tokens added to the output this step (accepted + next, cut at EOS / budget)
+    new_tokens_total: int
+    target_forwards_total: int
+    kv: KVStepRecord
+    draft_kv_blocks: int | None  # blocks the draft model's cache holds after the step, if any
+    draft_s: float
+    verify_s: float
+    finished: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
+        data = {k: v for k, v in data.items() if k not in ("schema", "type")}
+        data["root"] = TokenRecord(**data["root"])
+        data["next"] = TokenRecord(**data["next"])
+        data["emitted"] = [TokenRecord(**t) for t in data["emitted"]]
+        data["nodes"] = [NodeRecord(**n) for n in data["nodes"]]
+        data["kv"] = KVStepRecord(**data["kv"])
+        return cls(**data)
+
+
+@dataclass
+class RunResult:
+    """Everything ``python -m core generate --json`` prints (``to_dict``)."""
+
+    prompt: str
+    text: str
+    tokens: list[int]
+    prompt_tokens: list[int]
+    target_forwards: int
+    draft_forwards: int
+    draft_tokens_proposed: int
+    draft_tokens_accepted: int
+    per_position_acceptance: list[float]
+    wall_s: float
+    target: str
+    draft: str | None
+    preset: str
+    drafter: str
+    settings: dict[str, Any]
+    kv: dict[str, int]
+    draft_kv: dict[str, int] | None = None
+    stop_reason: str = ""
+    baseline_match: bool | None = None
+    steps: list[StepRecord] = field(default_factory=list, repr=False)
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.draft_tokens_accepted / self.draft_tokens_proposed if self.draft_tokens_proposed else 0.0
+
+    @property
+    def mean_accepted_tokens(self) -> float:
+        """New tokens per target verify forward (tau), correction or bonus token included."""
+        return self.new_tokens / self.target_forwards if self.target_forwards else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "steps"}
+        data.update(
+            new_tokens=self.new_tokens,
+            acceptance_rate=self.acceptance_rate,
+            mean_accepted_tokens=self.mean_accepted_tokens,
+            tokens_per_s=self.tokens_per_s,
+        )
+        if self.baseline_match is None:
+            del data["baseline_match"]
+        return data
+
+
+# ---- trace files ------------------------------------------------------------------------------
+def trace_lines(header: dict[str, Any], steps: Iterable[StepRecord], summary: dict[str, Any]) -> Iterable[str]:
+    yield json.dumps({"schema": TRACE_SCHEMA, "type": "header", **header}, ensure_ascii=False)
+    for step in steps:
+        yield json.dumps(step.to_dict(), ensure_ascii=False)
+    yield json.dumps({"schema": TRACE_SCHEMA, "type": "summary", **summary}, ensure_ascii=False)
+
+
+def write_trace(path: str | Path, result: RunResult) -> None:
+    header = {
+        "prompt": result.prompt,
+        "prompt_tokens": result.prompt_tokens,
+        "preset": result.preset,
+        "drafter": result.drafter,
+        "target": result.target,
+        "draft": result.draft,
+        "settings": result.settings,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        for line in trace_lines(header, result.steps, result.to_dict()):
+            f.write(line + "\n")
+
+
+@dataclass
+class Trace:
+    header: dict[str, Any]
+    steps: list[StepRecord]
+    summary: dict[str, Any]
+
+
+def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
+    """Read and validate a trace file; any problem is a UserError with the line it is on."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise UserError(f"trace file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UserError("trace file is not UTF-8 text (expected JSON lines)") from None
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"trace line {number} is not JSON: {e.msg}") from None
+        if not isinstance(record, dict) or record.get("schema") != TRACE_SCHEMA:
+            raise UserError(f"trace line {number}: expected an object with \"schema\": {TRACE_SCHEMA}")
+        records.append((number, record))
+    if len(records) < 2 or records[0][1].get("type") != "header" or records[-1][1].get("type") != "summary":
+        raise UserError("a trace starts with a header line and ends with a summary line")
+    steps = []
+    for number, record in records[1:-1]:
+        if record.get("type") != "step":
+            raise UserError(f"trace line {number}: expected a step record")
+        try:
+            steps.append(StepRecord.from_dict(record))
+        except (TypeError, KeyError, AttributeError) as e:
+            raise UserError(f"trace line {number}: not a valid step record ({e})") from None
+    return Trace(header=records[0][1], steps=steps, summary=records[-1][1])

@@ -1,0 +1,30 @@
+"""Shared fixtures: the shipped tiny family, and small random models built in the test."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "assets" / "tiny"
+
+
+@pytest.fixture(scope="session")
+def random_llama():
+    """A 2-layer random Llama (vocab 97) for mask and cache mechanics; no tokenizer needed."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """The shipped tiny target and draft, loaded through the same path as every HF model."""
+    from core.models import PRESETS, load_model
+
+    return load_model(PRESETS["tiny"].target, "cpu"), load_model(PRESETS["tiny"].draft, "cpu")
