@@ -80,21 +80,45 @@ class SpeculativeDecoder:
         ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator)
         return self.drafter.propose(ctx)
 
-    def verify(self, root: int, tree: DraftTree) -> torch.Tensor:
-        """ONE target forward over [root] + tree; returns target_probs ``[1 + len(tree), vocab]`` on CPU."""
-        logits = forward_segment(self.target.model, self.kv, [root] + tree.tokens, with_root(tree.parents))
+    def verify(self, root: int, tree: DraftTree) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """ONE target forward over [root] + tree.
+
+        Returns target_probs ``[1 + len(tree), vocab]`` on CPU, and the hidden states the drafter
+        asked for (``[1 + len(tree), hidden_size]`` each).
+        """
+        logits, hidden = self._forward([root] + tree.tokens, with_root(tree.parents))
         temperature = self.settings.temperature if self.settings.temperature > 0 else 1.0
-        return torch.softmax(logits / temperature, dim=-1).cpu()
+        return torch.softmax(logits / temperature, dim=-1).cpu(), hidden
 
     def accept(self, tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:
             return speculative_accept(tree, target_probs, generator)
         return greedy_accept(tree, target_probs)
 
-    def commit(self, tree: DraftTree, acceptance: Acceptance) -> CommitStats:
-        stats = self.kv.commit([0] + [node + 1 for node in acceptance.accepted])
+    def commit(self, root: int, tree: DraftTree, acceptance: Acceptance, hidden: list[torch.Tensor]) -> CommitStats:
+        rows = [0] + [node + 1 for node in acceptance.accepted]
+        stats = self.kv.commit(rows)
         self.drafter.commit(tree, acceptance.accepted)
+        self._observe([root] + [tree.tokens[n] for n in acceptance.accepted], hidden, rows)
         return stats
+
+    def prefill(self, prompt_ids: list[int]) -> None:
+        """The prompt but its last token into the cache; the last becomes the first root."""
+        if len(prompt_ids) < 2:
+            return
+        prefix = prompt_ids[:-1]
+        _, hidden = self._forward(prefix, chain_parents(len(prefix)))
+        self.kv.commit(list(range(len(prefix))))
+        self._observe(prefix, hidden, list(range(len(prefix))))
+
+    def _forward(self, tokens: list[int], segment_parents: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        layers = self.drafter.hidden_layers
+        out = forward_segment(self.target.model, self.kv, tokens, segment_parents, layers)
+        return out if layers else (out, [])
+
+    def _observe(self, tokens: list[int], hidden: list[torch.Tensor], rows: list[int]) -> None:
+        if self.drafter.hidden_layers:
+            self.drafter.observe(tokens, [h[rows] for h in hidden])
 
     # ---- the loop ----------------------------------------------------------------------------
     def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
@@ -114,9 +138,7 @@ class SpeculativeDecoder:
         start = perf_counter()
         self.drafter.start(list(prompt_ids), capacity)
         try:
-            if len(prompt_ids) > 1:  # prefill; the last prompt token is the first root
-                forward_segment(model, self.kv, prompt_ids[:-1], chain_parents(len(prompt_ids) - 1))
-                self.kv.commit(list(range(len(prompt_ids) - 1)))
+            self.prefill(list(prompt_ids))
             for step in range(s.max_new_tokens):
                 remaining = s.max_new_tokens - len(new_tokens)
                 root = tokens[-1]
@@ -124,10 +146,10 @@ class SpeculativeDecoder:
                 tree = self.propose(tokens, remaining, generator)
                 t1 = perf_counter()
                 blocks_before = len(self.kv.block_table)
-                target_probs = self.verify(root, tree)
+                target_probs, hidden = self.verify(root, tree)
                 t2 = perf_counter()
                 acceptance = self.accept(tree, target_probs, generator)
-                commit = self.commit(tree, acceptance)
+                commit = self.commit(root, tree, acceptance, hidden)
 
                 emitted = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
                 kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]

@@ -13,14 +13,18 @@ def chain_parents(n: int) -> list[int]:
 
 
 @torch.inference_mode()
-def forward_segment(model, kv: RequestKV, input_ids: list[int], segment_parents: list[int]) -> torch.Tensor:
+def forward_segment(
+    model, kv: RequestKV, input_ids: list[int], segment_parents: list[int], hidden_layers: tuple[int, ...] = ()
+):
     """Run ``input_ids`` -- the last ``len(input_ids)`` entries of this step's segment -- through ``model``.
 
     The segment is what this step has written after the committed prefix: ``segment_parents``
     covers the entries already pending in ``kv`` followed by the new ones. Each new token sees
     the committed prefix and its own ancestors; its position is prefix length + depth - 1.
 
-    Returns logits ``[len(input_ids), vocab]`` (float32).
+    Returns logits ``[len(input_ids), vocab]`` (float32); with ``hidden_layers`` (indices into
+    transformers' ``hidden_states``: 0 = embeddings, -1 = the last layer after the final norm)
+    returns ``(logits, [hidden [len(input_ids), hidden_size] per requested layer])``.
     """
     n_query = len(input_ids)
     if len(kv.pending) + n_query != len(segment_parents):
@@ -36,5 +40,9 @@ def forward_segment(model, kv: RequestKV, input_ids: list[int], segment_parents:
         position_ids=positions,
         cache=cache,
         use_cache=True,
+        output_hidden_states=bool(hidden_layers),
     )
-    return out.logits[0].float()
+    logits = out.logits[0].float()
+    if not hidden_layers:
+        return logits
+    return logits, [out.hidden_states[i][0] for i in hidden_layers]

@@ -1,4 +1,4 @@
-"""Drafters, chosen by name from one registry. Each implements ``base.Drafter``."""
+"""Drafters, chosen by name from one registry. Each subclasses ``base.Drafter``."""
 from __future__ import annotations
 
 from ..errors import UserError

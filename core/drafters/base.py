@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
 import torch
 
 from ..errors import UserError
@@ -69,26 +67,48 @@ class ProposeContext:
     generator: torch.Generator
 
 
-class Drafter(Protocol):
-    name: str
-    model_path: str | None  # the draft model folder, when there is one
-    forwards: int  # draft model forwards this run
-    max_nodes: int  # the largest tree it can propose
+class Drafter:
+    """The drafter interface, with do-nothing defaults: a drafter overrides what it needs.
+
+    A run calls ``start``, then per step ``propose`` -> (target verifies) -> ``commit`` ->
+    ``observe``, and finally ``stop`` -- also after an error or a cancel.
+    """
+
+    name: str = ""
+    model_path: str | None = None  # the draft model folder, when there is one
+    hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
+    # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
+
+    def __init__(self, shape: DraftShape | None = None, **_):
+        self.shape = shape
+        self.max_nodes = shape.num_nodes if shape else 0  # the largest tree it can propose
+        self.forwards = 0  # drafting forwards this run
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         """Begin a run; ``capacity_tokens`` bounds the tokens a cache must hold."""
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         """Return the draft tree for this step (may be empty)."""
+        return DraftTree()
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         """Learn which nodes the target kept, so caches can follow."""
+
+    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
+        """Tokens the target just committed, with its hidden states at them.
+
+        Called after the prefill and after every step, in sequence order: ``tokens`` are the
+        newly committed tokens whose K/V the target now holds (the prompt but its last token;
+        then each step's root and accepted nodes); ``hidden[j]`` is ``[len(tokens), hidden_size]``
+        for layer ``hidden_layers[j]``.
+        """
 
     def stop(self) -> None:
         """End a run and return every resource, also after an error."""
 
     def kv_summary(self) -> dict[str, int] | None:
         """The drafter's own KV counters, if it has a cache."""
+        return None
 
 
 def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator):

@@ -12,7 +12,7 @@ import torch
 from ..forward import chain_parents, forward_segment
 from ..kv_cache import PagedKVCache, RequestKV
 from ..tree import DraftTree
-from .base import DraftShape, ProposeContext, pick_children
+from .base import DraftShape, Drafter, ProposeContext, pick_children
 
 
 def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -23,17 +23,15 @@ def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return torch.cat([logits, pad], dim=-1)
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(Drafter):
     name = "draft"
 
     def __init__(self, shape: DraftShape, draft, vocab_size: int, block_size: int = 16, **_):
-        self.shape = shape
+        super().__init__(shape)
         self.draft = draft  # models.LoadedModel
         self.model_path = draft.path
         self.vocab_size = vocab_size
-        self.max_nodes = shape.num_nodes
         self.block_size = block_size
-        self.forwards = 0
         self.kv: RequestKV | None = None
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:

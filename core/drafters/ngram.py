@@ -11,24 +11,18 @@ import torch
 
 from ..errors import UserError
 from ..tree import DraftTree
-from .base import DraftShape, ProposeContext
+from .base import DraftShape, Drafter, ProposeContext
 
 
-class NgramDrafter:
+class NgramDrafter(Drafter):
     name = "ngram"
-    model_path = None
 
     def __init__(self, shape: DraftShape, vocab_size: int, max_ngram: int = 3, **_):
         if not 1 <= max_ngram <= 8:
             raise UserError(f"ngram size must be between 1 and 8 (got {max_ngram})")
-        self.shape = shape
+        super().__init__(shape)
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
-        self.max_nodes = shape.num_nodes
-        self.forwards = 0
-
-    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
-        pass
 
     def continuations(self, tokens: list[int], depth: int) -> list[list[int]]:
         """Up to ``width`` continuations of the longest suffix n-gram that occurred before, newest first."""
@@ -65,12 +59,3 @@ class NgramDrafter:
                     existing = tree.add(token, parent, 1.0, dist, proposer="ngram")
                 parent = existing
         return tree
-
-    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def kv_summary(self) -> None:
-        return None

@@ -1,0 +1,1 @@
+"""Training code for the embedded tiny model family and the learned drafters."""
