@@ -7,7 +7,7 @@ record per step, then a ``summary`` record; every line carries ``"schema": TRACE
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -70,13 +70,19 @@ class StepRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StepRecord":
-        data = {k: v for k, v in data.items() if k not in ("schema", "type")}
-        data["root"] = TokenRecord(**data["root"])
-        data["next"] = TokenRecord(**data["next"])
-        data["emitted"] = [TokenRecord(**t) for t in data["emitted"]]
-        data["nodes"] = [NodeRecord(**n) for n in data["nodes"]]
-        data["kv"] = KVStepRecord(**data["kv"])
+        """Rebuild from ``to_dict`` output; fields this version does not know are ignored."""
+        data = _known_fields(cls, data)
+        data["root"] = TokenRecord(**_known_fields(TokenRecord, data["root"]))
+        data["next"] = TokenRecord(**_known_fields(TokenRecord, data["next"]))
+        data["emitted"] = [TokenRecord(**_known_fields(TokenRecord, t)) for t in data["emitted"]]
+        data["nodes"] = [NodeRecord(**_known_fields(NodeRecord, n)) for n in data["nodes"]]
+        data["kv"] = KVStepRecord(**_known_fields(KVStepRecord, data["kv"]))
         return cls(**data)
+
+
+def _known_fields(cls, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""Greedy speculative decoding is token-for-token the target's own model.generate(do_sample=False)."""
+import pytest
+
+from core import build_decoder, target_greedy
+from tests.prompts import LOSSLESS_PROMPTS
+
+MAX_NEW = 40
+SHAPES = [
+    ("none", {}),
+    ("draft", {"k": 4}),
+    ("draft", {"k": 1}),
+    ("draft", {"tree": "2x3"}),
+    ("draft", {"tree": "3x2"}),
+    ("ngram", {"k": 4}),
+    ("ngram", {"tree": "3x4"}),
+]
+
+
+@pytest.fixture(scope="module")
+def baselines(tiny):
+    target, _ = tiny
+    out = {}
+    for prompt in LOSSLESS_PROMPTS:
+        ids = target.tokenizer(prompt).input_ids
+        out[prompt] = (ids, target_greedy(target, ids, MAX_NEW))
+    return out
+
+
+@pytest.mark.parametrize("drafter,shape", SHAPES, ids=[f"{d}-{'-'.join(map(str, s.values()))}" for d, s in SHAPES])
+def test_greedy_output_is_the_target_alone(drafter, shape, baselines):
+    assert len(LOSSLESS_PROMPTS) >= 20
+    for prompt in LOSSLESS_PROMPTS:
+        decoder, ids = build_decoder(prompt, "tiny", drafter, max_new_tokens=MAX_NEW, **shape)
+        assert ids == baselines[prompt][0]
+        for _ in decoder.steps(ids):
+            pass
+        result = decoder.result
+        assert result.tokens == baselines[prompt][1], f"{drafter} {shape} diverged on {prompt!r}"
+        assert result.kv["blocks_in_use_after"] == 0
+        if result.draft_kv is not None:
+            assert result.draft_kv["blocks_in_use_after"] == 0
+
+
+def test_small_blocks_and_trees_still_lossless(baselines):
+    """Block size 2 makes trees spill into fresh blocks every step; output must not change."""
+    for prompt in LOSSLESS_PROMPTS[:8]:
+        decoder, ids = build_decoder(prompt, "tiny", "draft", tree="2x3", max_new_tokens=MAX_NEW, block_size=2)
+        for _ in decoder.steps(ids):
+            pass
+        assert decoder.result.tokens == baselines[prompt][1]
+        assert decoder.result.kv["blocks_freed"] > 0
+

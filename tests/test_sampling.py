@@ -1,0 +1,92 @@
+"""At temperature > 0 the speculative output follows the target's own distribution.
+
+For the first two generated tokens, the target's exact joint law p(x1) p(x2 | x1) is computed
+from its logits; N speculative runs with different seeds are binned the same way and compared
+with a chi-square test.
+"""
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from core import build_decoder
+
+TEMPERATURE = 1.0
+N = 1200
+
+
+@torch.inference_mode()
+def exact_joint(loaded, prompt_ids, temperature=TEMPERATURE, mass=0.999):
+    """{(x1, x2): probability} for the first two tokens (x2 None after an end-of-sequence x1)."""
+    model = loaded.model
+    p1 = torch.softmax(model(torch.tensor([prompt_ids])).logits[0, -1] / temperature, dim=-1)
+    order = torch.argsort(p1, descending=True)
+    keep = order[: int((p1[order].cumsum(0) < mass).sum()) + 1].tolist()
+    joint = {}
+    for x1 in keep:
+        if x1 in loaded.eos_ids:
+            joint[(x1, None)] = p1[x1].item()
+            continue
+        p2 = torch.softmax(model(torch.tensor([prompt_ids + [x1]])).logits[0, -1] / temperature, dim=-1)
+        for x2 in torch.nonzero(p2 * p1[x1] > 1e-6).flatten().tolist():
+            joint[(x1, x2)] = (p1[x1] * p2[x2]).item()
+    return joint
+
+
+def binned(joint, counts, n):
+    """Bins with expected count >= 5 each, the rest pooled; returns observed, expected."""
+    big = [k for k, p in joint.items() if p * n >= 5]
+    observed = [counts.get(k, 0) for k in big]
+    expected = [joint[k] * n for k in big]
+    observed.append(n - sum(observed))
+    expected.append(n - sum(expected))
+    return observed, expected
+
+
+def sample_pairs(prompt, drafter, **shape):
+    counts = {}
+    for seed in range(N):
+        decoder, ids = build_decoder(
+            prompt, "tiny", drafter, temperature=TEMPERATURE, seed=seed, max_new_tokens=3, **shape
+        )
+        for _ in decoder.steps(ids):
+            pass
+        tokens = decoder.result.tokens
+        key = (tokens[0], tokens[1] if len(tokens) > 1 else None)
+        counts[key] = counts.get(key, 0) + 1
+    return counts, decoder.result
+
+
+@pytest.mark.parametrize(
+    "prompt,drafter,shape",
+    [
+        ("我爱", "draft", {"k": 2}),
+        ("It is a truth", "draft", {"tree": "2x2"}),
+        ("one two three one two three one two", "ngram", {"k": 2}),
+    ],
+)
+def test_speculative_sampling_follows_the_target(tiny, prompt, drafter, shape):
+    target, _ = tiny
+    ids = target.tokenizer(prompt).input_ids
+    joint = exact_joint(target, ids)
+    counts, last = sample_pairs(prompt, drafter, **shape)
+    observed, expected = binned(joint, counts, N)
+    assert len(observed) >= 3, "the test needs a spread-out distribution"
+    assert chisquare(observed, expected).pvalue > 1e-3
+    assert last.draft_tokens_proposed > 0
+
+
+def test_the_check_rejects_the_draft_models_own_law(tiny):
+    """Negative control: samples from the draft's law (what accepting every draft token would give)
+    fail the same check against the target."""
+    target, draft = tiny
+    ids = target.tokenizer("我爱").input_ids
+    target_joint = exact_joint(target, ids)
+    draft_joint = exact_joint(draft, ids)
+    keys = list(draft_joint)
+    probs = torch.tensor([draft_joint[k] for k in keys])
+    draws = torch.multinomial(probs / probs.sum(), N, replacement=True, generator=torch.Generator().manual_seed(0))
+    counts = {}
+    for i in draws.tolist():
+        counts[keys[i]] = counts.get(keys[i], 0) + 1
+    observed, expected = binned(target_joint, counts, N)
+    assert chisquare(observed, expected).pvalue < 1e-3
