@@ -34,7 +34,7 @@ def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list
     if len(prompt_ids) + max_new_tokens > target.context_length:
         raise UserError(
             f"the prompt is {len(prompt_ids)} tokens and {max_new_tokens} new tokens were asked for; "
-            f"the model's context is {target.context_length} tokens"
+            f"the model's usable context is {target.context_length} tokens"
         )
     return prompt_ids
 

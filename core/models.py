@@ -101,6 +101,9 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
         model.to(torch_device).eval()
         config = model.config.get_text_config()
         context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+        window = sliding_window(config)
+        if window is not None:  # the tree mask spans the whole sequence: stay inside the window
+            context = min(context, window)
         eos = model.generation_config.eos_token_id
         if eos is None:
             eos = tokenizer.eos_token_id
@@ -108,6 +111,21 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
         loaded = LoadedModel(str(path), model, tokenizer, int(context), eos_ids)
         _loaded[key] = loaded
         return loaded
+
+
+def sliding_window(config) -> int | None:
+    """The attention window of a model with sliding-window layers (Gemma 3, Mistral), else None.
+
+    The engine's tree mask lets every token see the whole sequence, which is exact only while
+    the sequence fits the window; ``load_model`` therefore caps the usable context there.
+    """
+    window = getattr(config, "sliding_window", None)
+    if not window:
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None:
+        return window if "sliding_attention" in layer_types else None
+    return window if getattr(config, "use_sliding_window", True) else None
 
 
 def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
