@@ -53,10 +53,45 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
+    p.add_argument("--draft", help="draft model folder or hub id (overrides the preset's)")
+    p.add_argument("--drafters", default="none,draft,ngram", help="comma-separated; must include none")
+    p.add_argument("--prompts", help="prompts file, one per line (default: the held-out set in assets/prompts)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--tree", help="WIDTHxDEPTH tree instead of a chain")
+    p.add_argument("--compare-hf", action="store_true", help="also time transformers' generate/assisted/prompt lookup")
+    p.add_argument("--overhead", action="store_true", help="also time the first drafter with step records off")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", help="write bench.json, bench.md and bench.html into this folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from .bench import BenchConfig, markdown_table, run_bench as bench, write_outputs
+    from .prompts import HELDOUT_PROMPTS
+
+    config = BenchConfig(
+        preset=args.preset, drafters=tuple(d.strip() for d in args.drafters.split(",") if d.strip()),
+        prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats, k=args.k, tree=args.tree, compare_hf=args.compare_hf, overhead=args.overhead,
+        device=args.device, target=args.target, draft=args.draft,
+    )
+    result = bench(config)
+    if args.out:
+        write_outputs(result, args.out)
+    print(json.dumps(result, ensure_ascii=False) if args.json else markdown_table(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core", description="Speculative Decoding Lab engine")
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_arguments(sub.add_parser("generate", help="decode one prompt speculatively"))
+    add_bench_arguments(sub.add_parser("bench", help="measure drafters side by side (and transformers' generate)"))
     train = sub.add_parser("train", help="train the tiny model family")
     train_sub = train.add_subparsers(dest="what", required=True)
     from .train import tiny
@@ -66,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "generate":
             return run_generate(args)
+        if args.command == "bench":
+            return run_bench(args)
         return tiny.run(args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

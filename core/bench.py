@@ -1,0 +1,223 @@
+"""``python -m core bench``: speed and acceptance of each drafter, side by side in one process.
+
+Every configuration runs on the same prompts, interleaved (prompt by prompt, repeat by
+repeat) after a warm-up, so slow drifts of the machine hit all of them alike. Speedups are
+per-prompt ratios of wall time against the ``none`` baseline measured in the same run
+(median over prompts); with ``--compare-hf`` transformers' own ``generate()`` -- plain,
+assisted generation with the same draft model, and prompt lookup -- is measured the same
+way, so our ratios stand beside theirs.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter
+from typing import Callable
+
+import torch
+
+from .api import build_decoder
+from .drafters import drafter_class
+from .errors import UserError
+from .prompts import HELDOUT_PROMPTS, load_prompts
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    preset: str = "tiny"
+    drafters: tuple[str, ...] = ("none", "draft", "ngram")
+    prompts_file: str = str(HELDOUT_PROMPTS)
+    max_new_tokens: int = 64
+    repeats: int = 3
+    k: int = 4
+    tree: str | None = None
+    compare_hf: bool = False
+    overhead: bool = False  # also time the first drafter with step records off
+    device: str | None = None
+    target: str | None = None  # overrides the preset's target / draft
+    draft: str | None = None
+
+    def model_args(self) -> dict:
+        return dict(device=self.device, target=self.target, draft=self.draft)
+
+
+@dataclass
+class Timing:
+    wall_s: float
+    tokens: list[int]
+    target_forwards: int = 0
+    proposed: int = 0
+    accepted: int = 0
+
+
+def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True) -> Callable[[], Timing]:
+    decoder_args = dict(k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens, **config.model_args())
+
+    def run() -> Timing:
+        decoder, ids = build_decoder(prompt, config.preset, drafter, record=record, **decoder_args)
+        start = perf_counter()
+        for _ in decoder.steps(ids):
+            pass
+        wall = perf_counter() - start
+        r = decoder.result
+        return Timing(wall, r.tokens, r.target_forwards, r.draft_tokens_proposed, r.draft_tokens_accepted)
+
+    return run
+
+
+def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timing]]:
+    """transformers' generate(): plain, assisted with the same draft (constant k), prompt lookup."""
+    decoder, ids = build_decoder(prompt, config.preset, "draft", k=config.k, **config.model_args())
+    target, draft = decoder.target, decoder.drafter.draft
+    input_ids = torch.tensor([ids], device=target.device)
+    common = dict(
+        attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=config.max_new_tokens,
+        pad_token_id=target.tokenizer.pad_token_id or next(iter(target.eos_ids), 0),
+        top_k=None, top_p=None, temperature=None,
+    )
+    variants = {
+        "generate": {},
+        "assisted": dict(
+            assistant_model=draft.model, num_assistant_tokens=config.k,
+            num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0,
+        ),
+        "prompt_lookup": dict(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=3),
+    }
+
+    def runner(extra):
+        @torch.inference_mode()
+        def run() -> Timing:
+            start = perf_counter()
+            out = target.model.generate(input_ids, **common, **extra)
+            return Timing(perf_counter() - start, out[0, len(ids) :].tolist())
+
+        return run
+
+    return {name: runner(extra) for name, extra in variants.items()}
+
+
+def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str, dict]:
+    """timings[name][prompt] = list over repeats. Speedup: median over prompts of baseline/this wall time."""
+    out = {}
+    for name, per_prompt in timings.items():
+        best = [statistics.median(t.wall_s for t in runs) for runs in per_prompt]
+        base = [statistics.median(t.wall_s for t in runs) for runs in timings[baseline]]
+        tokens = sum(len(runs[0].tokens) for runs in per_prompt)
+        forwards = sum(runs[0].target_forwards for runs in per_prompt)
+        proposed = sum(runs[0].proposed for runs in per_prompt)
+        accepted = sum(runs[0].accepted for runs in per_prompt)
+        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, best) if w > 0]
+        out[name] = {
+            "tokens_per_s": statistics.median(rates),
+            "speedup": statistics.median(b / w for b, w in zip(base, best)),
+            "mean_accepted_tokens": tokens / forwards if forwards else None,
+            "acceptance_rate": accepted / proposed if proposed else None,
+            "target_forwards": forwards,
+            "new_tokens": tokens,
+            "identical_to_baseline": all(
+                runs[0].tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline])
+            ),
+        }
+    return out
+
+
+def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    for name in config.drafters:
+        drafter_class(name)
+    if "none" not in config.drafters:
+        raise UserError("--drafters must include none: speedups are measured against it")
+    if config.repeats < 1:
+        raise UserError("--repeats must be >= 1")
+    prompts = load_prompts(config.prompts_file)
+    engine = {
+        name: [engine_runner(config, p, name) for p in prompts] for name in config.drafters
+    }
+    if config.overhead:
+        probe = next((d for d in config.drafters if d != "none"), "none")
+        engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False) for p in prompts]
+    hf = {}
+    if config.compare_hf:
+        per_prompt = [hf_runners(config, p) for p in prompts]
+        hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
+    everything = {**engine, **{f"hf:{k}": v for k, v in hf.items()}}
+
+    log(f"warm-up: {len(everything)} configurations on the first prompt")
+    for runners in everything.values():
+        runners[0]()
+    timings = {name: [[] for _ in prompts] for name in everything}
+    total = config.repeats * len(prompts)
+    for repeat in range(config.repeats):
+        for i, _ in enumerate(prompts):
+            for name, runners in everything.items():
+                timings[name][i].append(runners[i]())
+            done = repeat * len(prompts) + i + 1
+            log(f"[{done}/{total}] repeat {repeat + 1}, prompt {i + 1}")
+
+    engine_summary = summarize({k: timings[k] for k in engine}, "none")
+    result = {
+        "preset": config.preset,
+        "prompts": len(prompts),
+        "max_new_tokens": config.max_new_tokens,
+        "repeats": config.repeats,
+        "k": config.k,
+        "tree": config.tree,
+        "device": config.device or "auto",
+        "torch_threads": torch.get_num_threads(),
+        "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters},
+        "hf": {},
+        "batch_sweep": [],
+    }
+    if config.overhead:
+        probe = next(k for k in engine if k.endswith("(records off)"))
+        on = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe.split(" ")[0]])
+        off = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe])
+        result["overhead"] = {"drafter": probe.split(" ")[0], "records_on_s": on, "records_off_s": off,
+                              "overhead": on / off - 1}
+    if hf:
+        hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate")
+        result["hf"] = hf_summary
+    return result
+
+
+def markdown_table(result: dict) -> str:
+    lines = [
+        f"preset `{result['preset']}`, {result['prompts']} prompts, {result['max_new_tokens']} new tokens, "
+        f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else ""),
+        "",
+        "| configuration | tokens/s | speedup | τ | acceptance | identical |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def fmt(x, pattern):
+        return "–" if x is None else pattern.format(x)
+
+    for group, rows in (("ours", result["drafters"]), ("transformers", result["hf"])):
+        for name, row in rows.items():
+            label = name if group == "ours" else f"transformers {name}"
+            lines.append(
+                f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | "
+                f"{fmt(row['mean_accepted_tokens'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
+                f"{'✓' if row['identical_to_baseline'] else '✗'} |"
+            )
+    if "overhead" in result:
+        o = result["overhead"]
+        lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(result: dict, out_dir: str | Path) -> None:
+    import plotly.graph_objects as go
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+    (out / "bench.md").write_text(markdown_table(result), encoding="utf-8")
+    names = list(result["drafters"]) + [f"hf {n}" for n in result["hf"]]
+    rows = list(result["drafters"].values()) + list(result["hf"].values())
+    figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
+    figure.update_layout(title="Speedup over each side's own plain decoding (median over prompts)",
+                         yaxis_title="speedup ×")
+    figure.write_html(out / "bench.html", include_plotlyjs=True)
