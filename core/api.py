@@ -99,12 +99,9 @@ def build_decoder(
     return SpeculativeDecoder(target_model, instance, settings, run_info), prompt_ids
 
 
-@torch.inference_mode()
-def target_greedy(target: LoadedModel, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
-    """The reference: the target alone, ``model.generate(do_sample=False)``; returns the new token ids."""
-    input_ids = torch.tensor([prompt_ids], device=target.device)
-    out = target.model.generate(
-        input_ids,
+def greedy_generate_kwargs(target: LoadedModel, input_ids: torch.Tensor, max_new_tokens: int) -> dict:
+    """Arguments for transformers' ``generate`` that make it plain greedy decoding."""
+    return dict(
         attention_mask=torch.ones_like(input_ids),
         do_sample=False,
         max_new_tokens=max_new_tokens,
@@ -113,6 +110,13 @@ def target_greedy(target: LoadedModel, prompt_ids: list[int], max_new_tokens: in
         top_p=None,
         temperature=None,
     )
+
+
+@torch.inference_mode()
+def target_greedy(target: LoadedModel, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+    """The reference: the target alone, ``model.generate(do_sample=False)``; returns the new token ids."""
+    input_ids = torch.tensor([prompt_ids], device=target.device)
+    out = target.model.generate(input_ids, **greedy_generate_kwargs(target, input_ids, max_new_tokens))
     return out[0, len(prompt_ids) :].tolist()
 
 

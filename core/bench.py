@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from .api import build_decoder
+from .api import build_decoder, greedy_generate_kwargs
 from .drafters import drafter_class
 from .errors import UserError
 from .prompts import HELDOUT_PROMPTS, load_prompts
@@ -73,11 +73,7 @@ def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timin
     decoder, ids = build_decoder(prompt, config.preset, "draft", k=config.k, **config.model_args())
     target, draft = decoder.target, decoder.drafter.draft
     input_ids = torch.tensor([ids], device=target.device)
-    common = dict(
-        attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=config.max_new_tokens,
-        pad_token_id=target.tokenizer.pad_token_id or next(iter(target.eos_ids), 0),
-        top_k=None, top_p=None, temperature=None,
-    )
+    common = greedy_generate_kwargs(target, input_ids, config.max_new_tokens)
     variants = {
         "generate": {},
         "assisted": dict(
