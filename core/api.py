@@ -80,7 +80,7 @@ def build_decoder(
     prompt_ids = encode_prompt(target_model, prompt, settings.max_new_tokens)
 
     instance = drafter_cls(
-        shape=shape, draft=draft_model, vocab_size=target_model.vocab_size,
+        shape=shape, target=target_model, draft=draft_model, vocab_size=target_model.vocab_size,
         block_size=settings.block_size, max_ngram=ngram_n,
     )
     run_info = {

@@ -189,12 +189,14 @@ def load_documents(source: Source, cache_dir: Path, rebuild: bool = False) -> li
     return json.loads(cache_file.read_text(encoding="utf-8"))
 
 
-def build_corpus(cache_dir: Path | None = None, rebuild: bool = False) -> Corpus:
-    """Build (or load from cache) the whole corpus, split into training and held-out.
+def build_corpus(
+    cache_dir: Path | None = None, rebuild: bool = False, sources: tuple[Source, ...] = SOURCES
+) -> Corpus:
+    """Build (or load from cache) the corpus of ``sources``, split into training and held-out.
 
     Raises MissingPackagesError naming the ``apt-get install`` line when a package is absent.
     """
-    missing = missing_packages()
+    missing = missing_packages(sources)
     if missing:
         raise MissingPackagesError(
             "the tiny corpus needs Debian packages that are not installed; run:\n"
@@ -202,7 +204,7 @@ def build_corpus(cache_dir: Path | None = None, rebuild: bool = False) -> Corpus
         )
     cache_dir = cache_dir or default_cache_dir()
     train, heldout = {}, {}
-    for source in SOURCES:
+    for source in sources:
         train[source.name], heldout[source.name] = split_heldout(
             load_documents(source, cache_dir, rebuild)
         )

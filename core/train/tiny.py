@@ -52,8 +52,8 @@ SHAPES = {
     "draft": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=1,
                   num_attention_heads=2, num_key_value_heads=2),
 }
-LANGUAGE_SHARE = {"zh": 0.3, "en": 0.7}  # share of training sequences per language
-DEFAULT_STEPS = {"target": 1500, "draft": 1500}
+LANGUAGE_SHARE = {"zh": 0.15, "en": 0.85}  # share of training sequences per language
+DEFAULT_STEPS = {"target": 1000, "draft": 600}  # about 20 minutes together on 2 CPU cores
 EVAL_TOKENS_PER_SOURCE = 16384
 SAMPLE_PROMPTS = ("我爱", "It is a truth universally acknowledged")
 
@@ -241,7 +241,7 @@ def _log_progress(name: str, step: int, config: TrainConfig, loss: float, elapse
 
 @torch.no_grad()
 def heldout_loss(model, streams: dict[str, torch.Tensor], seq_len: int) -> dict[str, float]:
-    """Mean next-token loss per language over the held-out streams (first tokens of each source)."""
+    """Mean next-token loss per language on held-out text (up to ``EVAL_TOKENS_PER_SOURCE`` per source)."""
     language = {source.name: source.language for source in SOURCES}
     totals: dict[str, list[float]] = {}
     for name, ids in streams.items():
@@ -260,7 +260,8 @@ def heldout_prompts(documents: dict[str, list[str]], tokenizer, per_source: int 
     prompts = []
     for docs in documents.values():
         for doc in docs[:per_source]:
-            prompts.append(tokenizer(doc, return_tensors="pt")["input_ids"][0][:prompt_tokens + 1])
+            ids = tokenizer.backend_tokenizer.encode(doc).ids[:prompt_tokens + 1]
+            prompts.append(torch.tensor(ids, dtype=torch.long))
     return prompts
 
 
@@ -340,12 +341,14 @@ def _write_stats(path: Path, update: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     """Train the requested members of the tiny family into ``args.out``; returns an exit code."""
     torch.set_num_threads(2)
+    start = time.perf_counter()
     corpus = build_corpus(args.cache_dir)
     stats: dict = {"corpus_chars": {"train": corpus.chars("train"), "heldout": corpus.chars("heldout")}}
     if args.which in ("target", "all"):
         texts = [doc for docs in corpus.train.values() for doc in docs]
         tokenizer = train_tokenizer(texts)
         target, stats["target"] = _train_one("target", tokenizer, corpus, args)
+        stats["greedy_top1_agreement"] = None  # stale until the draft is trained against it
     else:
         tokenizer = AutoTokenizer.from_pretrained(args.out / "target")
         target = AutoModelForCausalLM.from_pretrained(args.out / "target").eval()
@@ -355,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
         stats["greedy_top1_agreement"] = round(greedy_agreement(target, draft, prompts), 4)
         print(f"draft/target greedy top-1 agreement {stats['greedy_top1_agreement']:.3f}", file=sys.stderr)
     stats["target_samples"] = {p: sample_continuation(target, tokenizer, p) for p in SAMPLE_PROMPTS}
+    stats["wall_seconds"] = round(time.perf_counter() - start, 1)
     _write_stats(args.out / "train_stats.json", stats)
     return 0
 
