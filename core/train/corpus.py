@@ -10,7 +10,8 @@ Only public-domain texts are used:
 - ``kjv``: the King James Bible from ``bible-kjv-text``, dumped by the ``bible`` program
   of ``bible-kjv`` (public domain).
 
-A document is one poem, one novel chapter or one Bible chapter. Every 20th document of
+A document is one poem (its lines, without title and author), one novel chapter or one
+Bible chapter. Every 20th document of
 each source (index 19, 39, ...) is held out for evaluation and never trained on.
 """
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HELDOUT_EVERY = 20
-CACHE_VERSION = 1  # bump when a reader changes, so stale caches are rebuilt
+CACHE_VERSION = 2  # bump when a reader changes, so stale caches are rebuilt
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
 AUSTEN_R_LIBRARY = Path("/usr/lib/R/site-library/janeaustenr")
 KJV_DATA = Path("/usr/lib/bible.data")
@@ -74,6 +75,17 @@ def read_fortunes(path: Path) -> list[str]:
         if lines:
             documents.append("\n".join(lines))
     return documents
+
+
+def poem_body(document: str) -> str:
+    """Drop the title and author lines (``《…》``, ``题目:…``, ``作者:…``) of a poem."""
+    lines = document.splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("《", "题目", "作者")))
+
+
+def read_poems(path: Path) -> list[str]:
+    """Poem bodies of a fortunes-zh poem file, one document per poem."""
+    return [body for body in map(poem_body, read_fortunes(path)) if body]
 
 
 def _paragraphs(lines: list[str]) -> list[str]:
@@ -127,7 +139,7 @@ SOURCES: tuple[Source, ...] = (
         apt_packages=("fortunes-zh",),
         licence="public domain (Tang dynasty poems); packaged in fortunes-zh (GPL-3.0+)",
         required_paths=(FORTUNES_DIR / "tang300",),
-        read=lambda: read_fortunes(FORTUNES_DIR / "tang300"),
+        read=lambda: read_poems(FORTUNES_DIR / "tang300"),
     ),
     Source(
         name="song100",
@@ -135,7 +147,7 @@ SOURCES: tuple[Source, ...] = (
         apt_packages=("fortunes-zh",),
         licence="public domain (Song dynasty ci); packaged in fortunes-zh (GPL-3.0+)",
         required_paths=(FORTUNES_DIR / "song100",),
-        read=lambda: read_fortunes(FORTUNES_DIR / "song100"),
+        read=lambda: read_poems(FORTUNES_DIR / "song100"),
     ),
     Source(
         name="austen",

@@ -52,8 +52,8 @@ SHAPES = {
     "draft": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=1,
                   num_attention_heads=2, num_key_value_heads=2),
 }
-LANGUAGE_SHARE = {"zh": 0.15, "en": 0.85}  # share of training sequences per language
-DEFAULT_STEPS = {"target": 1000, "draft": 600}  # about 20 minutes together on 2 CPU cores
+LANGUAGE_SHARE = {"zh": 0.1, "en": 0.9}  # share of training sequences per language
+DEFAULT_STEPS = {"target": 1200, "draft": 700}  # about 15 minutes together on 2 idle CPU cores
 EVAL_TOKENS_PER_SOURCE = 16384
 SAMPLE_PROMPTS = ("我爱", "It is a truth universally acknowledged")
 
@@ -69,6 +69,7 @@ class TrainConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.1
     distill_weight: float = 0.0  # weight of KL(target || model) against the plain LM loss
+    bf16_autocast: bool = True  # bf16 matmuls in training (weights stay fp32); ~1.4x on AVX512-BF16
 
 
 # --- tokenizer -------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def random_batches(
 
 
 def eval_windows(ids: torch.Tensor, seq_len: int, max_tokens: int) -> list[torch.Tensor]:
-    """Consecutive non-overlapping windows (the last one may be shorter) over ``ids[:max_tokens]``."""
+    """Consecutive non-overlapping windows (the last may be shorter) predicting ``max_tokens`` at most."""
     ids = ids[:max_tokens + 1]
     return [ids[i:i + seq_len + 1] for i in range(0, len(ids) - 1, seq_len)]
 
@@ -187,7 +188,7 @@ def eval_windows(ids: torch.Tensor, seq_len: int, max_tokens: int) -> list[torch
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:
-    """Linear warmup to 1, then cosine decay to 0.1 at the last step."""
+    """Linear warmup to 1, then cosine decay towards 0.1 at ``config.steps``."""
     if step < config.warmup_steps:
         return (step + 1) / config.warmup_steps
     progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
@@ -211,7 +212,7 @@ def train_lm(model, batches: Iterator[torch.Tensor], config: TrainConfig, name: 
              teacher=None) -> float:
     """Train ``model`` in place for ``config.steps`` steps; returns wall time in seconds.
 
-    Progress (step, loss, learning rate, tokens/s, ETA) goes to stderr.
+    Progress (step, loss, tokens/s, elapsed time, ETA) goes to stderr every 25 steps.
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95),
                                   weight_decay=config.weight_decay)
@@ -219,7 +220,8 @@ def train_lm(model, batches: Iterator[torch.Tensor], config: TrainConfig, name: 
     model.train()
     start = time.perf_counter()
     for step in range(config.steps):
-        loss = lm_loss(model, next(batches), teacher, config.distill_weight)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast):
+            loss = lm_loss(model, next(batches), teacher, config.distill_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -304,7 +306,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--which", choices=("target", "draft", "all"), default="all",
                         help="train the tokenizer + target, the draft only, or all (default)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where the corpus text is cached (default ~/.cache/speculative-decoding-lab)")
+                        help="where the corpus text is cached (default ~/.cache/speculative-decoding-lab/tiny-corpus)")
 
 
 def _train_one(role: str, tokenizer, corpus: Corpus, args, teacher=None) -> tuple:
