@@ -1,0 +1,33 @@
+"""Start the Speculative Decoding Lab in the browser.
+
+    python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
+
+No model is loaded here: the first run in the page loads it (and caches it for every session).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Speculative Decoding Lab: the Gradio teaching app")
+    parser.add_argument("--preset", default="tiny", help="tiny, gemma-270m, or a local model folder (default: tiny)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
+    parser.add_argument("--lang", choices=["zh", "en"], default="zh", help="first language of the page (default: zh)")
+    args = parser.parse_args()
+
+    from app.ui import build_app, launch
+    from core import UserError
+    from core.models import resolve_preset
+
+    try:
+        resolve_preset(args.preset)  # a typo fails here, before the server starts; nothing is loaded yet
+    except UserError as e:
+        parser.error(str(e))
+
+    launch(build_app(args.preset, args.lang), args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()

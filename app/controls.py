@@ -1,0 +1,134 @@
+"""Validation of every control value before it reaches the engine. A bad value raises UserError
+with a message in the page's language; the engine validates again (e.g. tree size, context)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from core import UserError, build_decoder
+from core.drafters import DRAFTERS
+
+from .i18n import t
+
+MAX_PROMPT_CHARS = 2000
+MAX_NEW_TOKENS = 512
+MAX_TEMPERATURE = 2.0
+MAX_SEED = 2**31 - 1
+MAX_COMPARE_RUNS = 12
+
+
+def number(value, name: str, lang: str, low: float, high: float, *, integer: bool = False) -> float | int:
+    """``value`` as a number within [low, high] (a whole number if ``integer``)."""
+    label = t(name, lang)
+    if isinstance(value, bool) or value is None or value == "":
+        raise UserError(t("err.number", lang, name=label, low=low, high=high))
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise UserError(t("err.number", lang, name=label, low=low, high=high)) from None
+    if not math.isfinite(x) or not low <= x <= high:
+        raise UserError(t("err.number", lang, name=label, low=low, high=high))
+    if integer:
+        if x != int(x):
+            raise UserError(t("err.integer", lang, name=label))
+        return int(x)
+    return x
+
+
+def prompt_text(value, lang: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(t("err.prompt_empty", lang))
+    if len(value) > MAX_PROMPT_CHARS:
+        raise UserError(t("err.prompt_long", lang, limit=MAX_PROMPT_CHARS, got=len(value)))
+    return value
+
+
+def choice(value, options, name: str, lang: str) -> str:
+    if value not in options:
+        raise UserError(t("err.choice", lang, name=t(name, lang), value=value, options=", ".join(options)))
+    return value
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A validated request for one decoding run."""
+
+    prompt: str
+    preset: str
+    drafter: str
+    k: int
+    tree: str | None  # "WxD" or None for a chain of k
+    temperature: float
+    seed: int
+    max_new_tokens: int
+
+    def build(self):
+        """The engine's decoder and the prompt's token ids (models load here, once per process)."""
+        return build_decoder(self.prompt, preset=self.preset, drafter=self.drafter, k=self.k, tree=self.tree,
+                             temperature=self.temperature, seed=self.seed, max_new_tokens=self.max_new_tokens)
+
+    def label(self) -> str:
+        if self.drafter == "none":
+            return "none"
+        return f"{self.drafter} · " + (f"tree {self.tree}" if self.tree else f"k={self.k}")
+
+
+def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
+                 max_new_tokens) -> RunRequest:
+    """Check the step-by-step controls; ``width`` 1 means a chain of ``k``, more a full tree."""
+    k = number(k, "ctl.k", lang, 1, 16, integer=True)
+    width = number(width, "ctl.width", lang, 1, 8, integer=True)
+    return RunRequest(
+        prompt=prompt_text(prompt, lang),
+        preset=choice(preset, presets, "ctl.preset", lang),
+        drafter=choice(drafter, list(DRAFTERS), "ctl.drafter", lang),
+        k=k,
+        tree=None if width == 1 else f"{width}x{k}",
+        temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
+        seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
+        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+    )
+
+
+def shapes(value, lang: str) -> list[tuple[int, str | None]]:
+    """Parse the comparison's shapes, e.g. "4, 2x3" -> [(4, None), (3, "2x3")]."""
+    items = [item for item in re.split(r"[,\s;]+", str(value or "").strip().lower()) if item]
+    if not items:
+        raise UserError(t("err.shapes", lang, value=value))
+    parsed = []
+    for item in items:
+        tree = re.fullmatch(r"(\d+)x(\d+)", item)
+        if tree:
+            width = number(tree.group(1), "ctl.width", lang, 1, 8, integer=True)
+            depth = number(tree.group(2), "ctl.k", lang, 1, 16, integer=True)
+            parsed.append((depth, f"{width}x{depth}" if width > 1 else None))
+        elif item.isdigit():
+            parsed.append((number(item, "ctl.k", lang, 1, 16, integer=True), None))
+        else:
+            raise UserError(t("err.shapes", lang, value=value))
+    return list(dict.fromkeys(parsed))
+
+
+def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, shape_text, temperature, seed,
+                     max_new_tokens) -> list[RunRequest]:
+    """The baseline (drafter ``none``) first, then every chosen drafter in every shape."""
+    if isinstance(drafters, str):
+        drafters = [drafters]
+    if not drafters:
+        raise UserError(t("err.no_drafters", lang))
+    for name in drafters:
+        choice(name, [d for d in DRAFTERS if d != "none"], "ctl.drafter", lang)
+    base = dict(
+        prompt=prompt_text(prompt, lang),
+        preset=choice(preset, presets, "ctl.preset", lang),
+        temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
+        seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
+        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+    )
+    requests = [RunRequest(drafter="none", k=1, tree=None, **base)]
+    shape_list = shapes(shape_text, lang)
+    requests += [RunRequest(drafter=d, k=k, tree=tree, **base) for d in drafters for k, tree in shape_list]
+    if len(requests) > MAX_COMPARE_RUNS:
+        raise UserError(t("err.too_many_runs", lang, n=len(requests), limit=MAX_COMPARE_RUNS))
+    return requests

@@ -1,0 +1,40 @@
+"""Shared look of every figure: a light, compact layout that renders Chinese and English."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+FONT = "Noto Sans CJK SC, Noto Sans SC, Microsoft YaHei, PingFang SC, sans-serif"
+
+
+LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "left", "x": 0.0}
+
+
+def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, below: bool = False) -> go.Figure:
+    """Apply the common layout: title, height, margins, fonts, a light grid; ``below`` puts the
+    legend under the plot (for figures with several panels, whose titles sit on top)."""
+    fig.update_layout(
+        template="none",
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+        height=height,
+        margin={"l": 50, "r": 20, "t": 50, "b": 120 if below and legend else 40},
+        font={"family": FONT, "size": 12, "color": "#2a2a2a"},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        showlegend=legend,
+        legend=LEGEND_BELOW if below else LEGEND_TOP,
+        hoverlabel={"font": {"family": FONT}},
+    )
+    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False)
+    fig.update_yaxes(gridcolor="#eeeeee", zeroline=False)
+    return fig
+
+
+def empty(message: str, height: int = 260) -> go.Figure:
+    """A blank figure that says why it is blank (e.g. "press Step")."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 14, "color": "#888888"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return finish(fig, "", height, legend=False)

@@ -1,0 +1,357 @@
+"""Every word the app shows, in Chinese and English. ``t(key, lang, **fields)`` picks one.
+
+The longer lesson text lives in ``assets/lesson/<lang>.md``.
+"""
+from __future__ import annotations
+
+LANGS = ("zh", "en")
+DEFAULT_LANG = "zh"
+LANG_CHOICES = [("中文", "zh"), ("English", "en")]
+
+TEXT: dict[str, tuple[str, str]] = {
+    # ---- page ----------------------------------------------------------------------------------
+    "app.title": ("推测解码实验室", "Speculative Decoding Lab"),
+    "app.header": (
+        "## 推测解码实验室\n看一个**真实的**推测解码器逐步工作：草稿怎么猜、目标模型接受了什么、KV 块怎样被释放。",
+        "## Speculative Decoding Lab\nWatch a **real** speculative decoder at work: what the draft guesses, what the "
+        "target keeps, how KV blocks are freed.",
+    ),
+    "app.footer": (
+        "所有图表都来自引擎的逐步记录（StepRecord）。`tiny` 预设是在本项目中训练的小模型；`gemma-270m` 预设遵循 "
+        "Gemma 使用条款（Gemma Terms of Use）。",
+        "Every chart comes from the engine's step records (StepRecord). The `tiny` preset is a small pair trained in "
+        "this project; the `gemma-270m` preset is under the Gemma Terms of Use.",
+    ),
+    "tab.step": ("逐步演示", "Step by step"),
+    "tab.compare": ("比较草稿方法", "Compare drafters"),
+    "tab.classroom": ("课堂：我爱中国", "Classroom: 我爱中国"),
+    "tab.worth": ("值不值得？", "Worth it?"),
+    "tab.replay": ("回放", "Replay"),
+    # ---- controls ------------------------------------------------------------------------------
+    "ctl.prompt": ("提示词", "Prompt"),
+    "ctl.preset": ("模型预设", "Model preset"),
+    "ctl.drafter": ("草稿方法", "Drafter"),
+    "ctl.drafter_info": ("none = 不用草稿，目标模型逐个生成（基线）", "none = no draft, the target alone (baseline)"),
+    "ctl.drafters": ("参与比较的草稿方法", "Drafters to compare"),
+    "ctl.drafters_info": ("基线（none）总会先跑一遍", "the baseline (none) always runs first"),
+    "ctl.k": ("k：草稿长度 / 树深度", "k: draft length / tree depth"),
+    "ctl.width": ("树宽度（1 = 链）", "Tree width (1 = chain)"),
+    "ctl.shapes": ("草稿形状", "Draft shapes"),
+    "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3", "comma-separated: a number is a chain of k, "
+                        "WxD a tree, e.g. 2x3"),
+    "ctl.eagle_topk": ("EAGLE top-k", "EAGLE top-k"),
+    "ctl.eagle_n": ("EAGLE 节点数 N", "EAGLE nodes N"),
+    "ctl.eagle_pending": ("引擎尚未接收此参数，暂不生效", "not yet taken by the engine; has no effect yet"),
+    "ctl.temperature": ("温度", "Temperature"),
+    "ctl.temperature_info": ("0 = 贪心；大于 0 时按推测采样规则接受", "0 = greedy; above 0 the speculative "
+                             "sampling rule decides"),
+    "ctl.seed": ("随机种子", "Seed"),
+    "ctl.max_new_tokens": ("最多新 token 数", "Max new tokens"),
+    # ---- buttons -------------------------------------------------------------------------------
+    "btn.step": ("单步", "Step"),
+    "btn.play": ("播放", "Play"),
+    "btn.pause": ("暂停", "Pause"),
+    "btn.stop": ("停止", "Stop"),
+    "btn.reset": ("重置", "Reset"),
+    "btn.download": ("下载本次运行的 trace", "Download the run's trace"),
+    "btn.compare": ("开始比较", "Run the comparison"),
+    "btn.prev": ("◀ 上一步", "◀ Back"),
+    "btn.next": ("下一步 ▶", "Next ▶"),
+    "btn.run_to_end": ("一直运行到结束", "Run to the end"),
+    "btn.use_last": ("用我最近一次运行的 α、k、c", "Use my latest run's α, k, c"),
+    "btn.example_trace": ("载入示例 trace", "Load the example trace"),
+    # ---- panels --------------------------------------------------------------------------------
+    "panel.tree": ("草稿树", "Draft tree"),
+    "panel.kv": ("KV 块表（本请求）", "KV block table (this request)"),
+    "panel.pool": ("KV 池占用", "KV pool usage"),
+    "panel.live": ("实时曲线", "Live plots"),
+    "panel.compare_table": ("结果", "Results"),
+    "panel.compare_plot": ("逐步曲线（叠加）", "Per-step curves (overlaid)"),
+    "panel.worth": ("期望加速模型", "Expected-speedup model"),
+    "panel.worth_points": ("本会话测得的运行", "Runs measured in this session"),
+    "hint.press_step": ("按“单步”或“播放”开始", "Press Step or Play to start"),
+    "hint.press_compare": ("选择草稿方法，然后开始比较", "Pick drafters, then run the comparison"),
+    "hint.load_trace": ("上传一个 trace 文件，或载入示例", "Upload a trace file or load the example"),
+    # ---- token kinds (one colour each) ---------------------------------------------------------
+    "kind.root": ("根（上一个已确定 token）", "root (last committed token)"),
+    "kind.proposed": ("草稿候选（未验证）", "drafted (not verified yet)"),
+    "kind.accepted": ("接受的草稿", "accepted draft"),
+    "kind.rejected": ("被拒绝", "rejected"),
+    "kind.not_reached": ("未检查", "not reached"),
+    "kind.correction": ("修正", "correction"),
+    "kind.bonus": ("奖励 token", "bonus"),
+    "kind.target": ("目标模型生成", "target token"),
+    "kind.prompt": ("提示词", "prompt"),
+    # ---- tree ----------------------------------------------------------------------------------
+    "tree.title": ("第 {step} 步的草稿树", "Draft tree of step {step}"),
+    "tree.depth": ("深度", "depth"),
+    "tree.root": ("根", "root"),
+    "tree.q": ("草稿置信度", "draft confidence"),
+    "tree.p": ("目标概率", "target probability"),
+    "tree.proposer": ("提出者", "proposed by"),
+    "text.hover": ("第 {step} 步 · {kind} · id {token}", "step {step} · {kind} · id {token}"),
+    # ---- KV ------------------------------------------------------------------------------------
+    "kv.L": ("已占用（之前写入）", "live (earlier)"),
+    "kv.W": ("本步写入并保留", "written this step, kept"),
+    "kv.F": ("本步写入后释放", "written this step, freed"),
+    "kv..": ("空闲", "free"),
+    "kv.cell": ("块 {block} · 槽 {slot}：{state}", "block {block} · slot {slot}: {state}"),
+    "kv.block": ("块", "block"),
+    "kv.block_freed": ("本步归还", "returned this step"),
+    "kv.slot": ("块内槽位", "slot in block"),
+    "kv.grid_title": (
+        "第 {step} 步：写入 {written} 个槽，释放 {freed} 个；块数 {before} → {after}",
+        "Step {step}: {written} slots written, {freed} freed; blocks {before} → {after}",
+    ),
+    "kv.pool_title": ("KV 池中占用的块", "Blocks in use in the KV pool"),
+    "kv.pool_in_use": ("占用块数", "blocks in use"),
+    "kv.freed_marker": ("有整块归还", "a block returned"),
+    "kv.freed_hover": ("归还的块：{blocks}", "blocks returned: {blocks}"),
+    "kv.blocks": ("块", "blocks"),
+    # ---- live plots ----------------------------------------------------------------------------
+    "axis.step": ("步", "step"),
+    "live.acceptance": ("接受率", "Acceptance rate"),
+    "live.tokens_per_forward": ("每次目标前向产出的 token", "Tokens per target forward"),
+    "live.per_position": ("按草稿位置的接受率", "Acceptance by draft position"),
+    "live.per_step": ("本步", "this step"),
+    "live.running": ("累计", "running"),
+    "live.position": ("草稿位置", "draft position"),
+    # ---- the step sentence ---------------------------------------------------------------------
+    "say.step": ("<strong>第 {step} 步：</strong>{what}——目前平均每次目标前向产出 <strong>{rate:.2f}</strong> 个 token"
+                 "。",
+                 "<strong>Step {step}:</strong> {what} — <strong>{rate:.2f}</strong> tokens per target forward so far"
+                 "."),
+    "say.no_draft": ("这一步没有草稿，目标模型自己生成了“{token}”", "no draft this step; the target produced "
+                     "“{token}” on its own"),
+    "say.all_chain": ("草稿猜了 {drafted} 个，目标模型全部接受（{kept} 个），还多给了一个奖励 token“{token}”",
+                      "drafted {drafted}, the target accepted all {kept} and added a bonus token “{token}”"),
+    "say.all_tree": ("草稿树有 {drafted} 个节点，目标模型沿一条路径接受了 {kept} 个，还多给了奖励 token“{token}”",
+                     "drafted a tree of {drafted}, the target accepted a path of {kept} and added a bonus token "
+                     "“{token}”"),
+    "say.corrected_chain": ("草稿猜了 {drafted} 个，目标模型接受了 {kept} 个，并修正了{nth}（“{guess}”→“{token}”）",
+                            "drafted {drafted}, the target accepted {kept} and corrected {nth} (“{guess}” → "
+                            "“{token}”)"),
+    "say.corrected_tree": ("草稿树有 {drafted} 个节点，目标模型沿一条路径接受了 {kept} 个，并在{nth}位置修正为“{token}"
+                           "”",
+                           "drafted a tree of {drafted}, the target accepted a path of {kept} and corrected {nth} "
+                           "position to “{token}”"),
+    "say.finished": ("运行结束：{tokens} 个新 token，共 {forwards} 次目标前向。",
+                     "The run is over: {tokens} new tokens in {forwards} target forwards."),
+    # ---- run status ----------------------------------------------------------------------------
+    "run.loading": ("正在准备（模型只在第一次使用时加载，之后所有会话共用缓存）……",
+                    "Preparing (models load on first use only and are then shared by all sessions)…"),
+    "run.status": ("{label} · 温度 {temperature:g} · 种子 {seed} —— 已生成 {tokens}/{max} 个 token，{forwards} 次目标前"
+                   "向 · {state}",
+                   "{label} · temperature {temperature:g} · seed {seed} — {tokens}/{max} tokens, {forwards} target "
+                   "forwards · {state}"),
+    "run.ready": ("可以继续", "ready"),
+    "run.playing": ("播放中", "playing"),
+    "run.done": ("已结束", "done"),
+    "run.stopped": ("已停止：引擎已归还本次运行的全部 KV 块（运行后占用 {after} 块，峰值 {peak} 块）。",
+                    "Stopped: the engine returned all of the run's KV blocks ({after} blocks in use after the run, "
+                    "peak {peak})."),
+    # ---- run summary ---------------------------------------------------------------------------
+    "sum.what": ("项目", "Item"),
+    "sum.value": ("数值", "Value"),
+    "sum.stop_reason": ("结束原因", "Stop reason"),
+    "sum.new_tokens": ("新 token", "New tokens"),
+    "sum.target_forwards": ("目标前向次数", "Target forwards"),
+    "sum.tau": ("τ（每次前向的 token）", "τ (tokens per forward)"),
+    "sum.acceptance": ("接受率", "Acceptance rate"),
+    "sum.wall": ("耗时", "Wall time"),
+    "sum.kv_peak": ("KV 峰值块数", "KV peak blocks"),
+    "sum.kv_after": ("结束后仍占用的 KV 块", "KV blocks in use after"),
+    "stop.eos": ("生成了结束符", "end of text"),
+    "stop.max_new_tokens": ("达到 token 上限", "token budget reached"),
+    "stop.cancelled": ("被停止", "stopped"),
+    "stop.error": ("出错", "error"),
+    "stop.": ("—", "—"),
+    # ---- compare -------------------------------------------------------------------------------
+    "cmp.running": ("正在运行 {i}/{n}：{label}……", "Running {i}/{n}: {label}…"),
+    "cmp.done": ("完成：{n} 次运行，加速比都相对于本次比较中测得的基线。",
+                 "Done: {n} runs; every speedup is against the baseline measured in this comparison."),
+    "cmp.skipped": ("跳过 {label}：{reason}", "skipped {label}: {reason}"),
+    "cmp.stopped": ("已停止：当前运行被取消，KV 块已归还（运行后占用 {after} 块）。",
+                    "Stopped: the current run was cancelled and its KV blocks returned ({after} in use after)."),
+    "col.drafter": ("草稿方法", "drafter"),
+    "col.new_tokens": ("新 token", "new tokens"),
+    "col.forwards": ("目标前向", "target forwards"),
+    "col.tau": ("τ", "τ"),
+    "col.acceptance": ("接受率", "acceptance"),
+    "col.wall": ("耗时 (s)", "wall (s)"),
+    "col.speedup": ("加速比", "speedup"),
+    "col.identical": ("与基线一致", "same as baseline"),
+    "compare.plot_acceptance": ("累计接受率", "Running acceptance rate"),
+    "compare.plot_tokens": ("累计每次目标前向的 token", "Running tokens per target forward"),
+    # ---- worth it ------------------------------------------------------------------------------
+    "worth.intro": (
+        "### 推测解码值不值得？\n"
+        "假设每个草稿 token 以相同概率 α 独立地被接受，草稿每步猜 k 个，一次草稿前向的耗时是一次目标前向的 c 倍。那么："
+        "\n\n"
+        "- 每次验证期望产出 token：**(1 − α^(k+1)) / (1 − α)**\n"
+        "- 期望墙钟加速比：**(1 − α^(k+1)) / ((1 − α)(k·c + 1))**\n\n"
+        "拖动滑块看曲线怎么变；菱形点是你在本会话里真正跑过的运行（α 为其接受率，k 取自其设置，c = 每个草稿位置的草稿耗"
+        "时 ÷ "
+        "验证耗时，都来自逐步记录）。加速比的实测点只来自“比较”页，因为那里同时测了基线。",
+        "### Is speculative decoding worth it?\n"
+        "Suppose every drafted token is accepted independently with the same probability α, the draft proposes k "
+        "tokens per step, and one draft forward takes c times as long as one target forward. Then:\n\n"
+        "- expected tokens per verify: **(1 − α^(k+1)) / (1 − α)**\n"
+        "- expected wall-clock speedup: **(1 − α^(k+1)) / ((1 − α)(k·c + 1))**\n\n"
+        "Move the sliders to see the curves change; the diamonds are runs you really made in this session (α is "
+        "their acceptance rate, k from their settings, c = drafting time per drafted position ÷ verify time, all "
+        "from the step records). Measured speedups come only from the Compare tab, where a baseline was timed too.",
+    ),
+    "worth.alpha": ("接受率 α", "acceptance rate α"),
+    "worth.k": ("草稿长度 k", "draft length k"),
+    "worth.c": ("草稿相对成本 c", "draft cost c"),
+    "worth.c_info": ("一次草稿前向 ÷ 一次目标前向的耗时", "one draft forward ÷ one target forward, in time"),
+    "worth.plot_tokens": ("每次验证的期望 token 数", "Expected tokens per verify"),
+    "worth.plot_speedup": ("期望墙钟加速比（k={k}, c={c:.2f}）", "Expected wall-clock speedup (k={k}, c={c:.2f})"),
+    "worth.model": ("模型 k={k}", "model, k={k}"),
+    "worth.model_speedup": ("模型加速比", "model speedup"),
+    "worth.break_even": ("持平线：低于它就更慢", "break-even: below it is slower"),
+    "worth.measured": ("本会话实测", "measured here"),
+    "worth.point_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>实测 τ = {tau:.2f}，模型预测 "
+                          "{tau_model:.2f}",
+                          "{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>measured τ = {tau:.2f}, model "
+                          "{tau_model:.2f}"),
+    "worth.speedup_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>实测加速 {speedup:.2f}×，模型预测 "
+                            "{model:.2f}×",
+                            "{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>measured speedup {speedup:.2f}×, "
+                            "model {model:.2f}×"),
+    "worth.readout": ("α = {alpha:.2f}、k = {k}、c = {c:.2f} 时：每次验证期望 **{tau:.2f}** 个 token，期望加速 "
+                      "**{speedup:.2f}×**——{verdict}",
+                      "At α = {alpha:.2f}, k = {k}, c = {c:.2f}: **{tau:.2f}** tokens per verify expected, "
+                      "**{speedup:.2f}×** speedup — {verdict}"),
+    "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
+    "worth.slower": ("反而比目标模型单独生成更慢：草稿太贵或猜得太差。",
+                     "slower than the target alone: the draft costs too much or guesses too poorly."),
+    "worth.no_runs": ("本会话还没有完成的运行：先在“逐步演示”或“比较”里跑一次。",
+                      "No finished run in this session yet: make one in Step by step or Compare first."),
+    "col.run": ("运行", "run"),
+    "col.alpha": ("α", "α"),
+    "col.k": ("k", "k"),
+    "col.c": ("c", "c"),
+    "col.tau_model": ("τ（模型）", "τ (model)"),
+    "col.speedup_model": ("加速比（模型）", "speedup (model)"),
+    # ---- classroom -----------------------------------------------------------------------------
+    "class.intro": (
+        "## 课堂：我爱中国\n这一课借用参考文章《推测解码为什么能加速大模型推理》里的例子。第 1 部分按文章的讲法演示一遍"
+        "（示意图）；"
+        "第 2 部分让真实模型从同一个开头出发，逐步看它实际发生了什么；第 3 部分是几段简短讲解。",
+        "## Classroom: 我爱中国\nThis lesson borrows the example of the reference article “推测解码为什么能加速大模型推"
+        "理” "
+        "(why speculative decoding speeds up LLM inference). Part 1 walks through the article's example as it tells "
+        "it (an illustration); part 2 starts a real model from the same opening and shows what actually happens, "
+        "step by step; part 3 is a few short explanations.",
+    ),
+    "class.part1": ("### 第 1 部分 · 文章里的例子（示意图）", "### Part 1 · The article's example (illustration)"),
+    "class.part2": (
+        "### 第 2 部分 · 真实模型上的同一个开头\n用所选预设的目标模型和草稿模型，从“我”开始，草稿每步猜 4 个 token（贪"
+        "心，温度 0）。"
+        "每按一次“单步”，就能看到目标模型实际接受了什么、修正了什么。这里的每个数字都来自引擎的记录。",
+        "### Part 2 · The same opening on a real model\nThe chosen preset's target and draft start from “我”; the "
+        "draft guesses 4 tokens per step (greedy, temperature 0). Each Step shows what the target really accepted "
+        "and corrected. Every number here comes from the engine's records.",
+    ),
+    "class.part3": ("### 第 3 部分 · 讲解", "### Part 3 · Explanations"),
+    "class.ledger": ("到目前为止：**{tokens}** 个新 token 只用了 **{forwards}** 次目标前向；目标模型单独生成需要 "
+                     "{tokens} 次。",
+                     "So far: **{tokens}** new tokens took **{forwards}** target forwards; the target alone would "
+                     "need {tokens}."),
+    "lesson.banner": ("示意图：按文章的例子手工绘制，不是模型的运行结果。",
+                      "Illustration: drawn by hand from the article's example — not a model run."),
+    "lesson.frame_of": ("**第 {i} / {n} 幕**", "**Scene {i} of {n}**"),
+    "lesson.input": ("输入", "input"),
+    "lesson.forward_n": ("第 {n} 次前向", "forward {n}"),
+    "lesson.forwards": ("目标前向次数", "target forwards"),
+    "lesson.alone_title": ("目标模型单独生成：{n} 次前向，每次一个 token", "The target alone: {n} forwards, one token "
+                           "each"),
+    "lesson.f1_title": ("草稿的猜测：爱 中 国 EOS（尚未验证）", "The draft's guess: 爱 中 国 EOS (not verified yet)"),
+    "lesson.f2_title": ("一次目标前向验证全部候选", "One target forward verifies every guess"),
+    "lesson.f3_title": ("写出“爱中国”需要的目标前向", "Target forwards to write 爱中国"),
+    "lesson.bar_alone": ("目标模型单独", "target alone"),
+    "lesson.bar_spec": ("推测解码（一次验证）", "speculative (one verify)"),
+    "lesson.f0_caption": (
+        "**目标模型单独生成。** 文章的例子里，目标模型要写出“我爱中国”。自回归生成每次前向只能往前走一个 token："
+        "读“我”写出“爱”，读“我爱”写出“中”，读“我爱中”写出“国”，最后读“我爱中国”写出 EOS。"
+        "一共 **4 次**目标前向，每次只得到一个新 token。",
+        "**The target on its own.** In the article's example the target model is to write “我爱中国” (“I love "
+        "China”). Autoregressive decoding moves one token per forward: it reads 我 and writes 爱, reads 我爱 and "
+        "writes 中, reads 我爱中 and writes 国, and finally reads 我爱中国 and writes EOS — **4 target forwards**, "
+        "one new token each.",
+    ),
+    "lesson.f1_caption": (
+        "**草稿先猜。** 一个又小又快的草稿模型先一口气往后猜。文章写的是“爱 中国 EOS”，按单个 token 切开就是"
+        " 爱、中、国、EOS 四个候选。灰色表示：目标模型还没检查过。",
+        "**The draft guesses ahead.** A small, fast draft model guesses several tokens in one go. The article "
+        "writes its guess as “爱 中国 EOS”; one token each, that is four candidates: 爱, 中, 国, EOS. Grey means: "
+        "the target has not checked them yet.",
+    ),
+    "lesson.f2_caption": (
+        "**一次前向验证全部候选。** 目标模型把这些候选放进**同一次**前向里一起打分。文章设想前两个猜中、第三个没猜中："
+        "前两个（绿色）被接受；第三个（红色）被拒绝，目标模型顺手给出它在这个位置自己的 token“国”（橙色，修正）；"
+        "错位之后的 EOS 不再检查（灰色）。\n\n"
+        "> 注：文章只说第三个没猜中，没说猜成了什么；要是猜的正好是“国”，它就会被接受。为了让图自洽，这里把猜错的字画成"
+        "“{wrong}”。",
+        "**One forward checks every guess.** The target scores all the candidates in a **single** forward. The "
+        "article supposes the first two guesses are right and the third is wrong: the first two (green) are "
+        "accepted; the third (red) is rejected and the target supplies its own token for that position, 国 "
+        "(orange: the correction); the EOS guess after the miss is never examined (grey).\n\n"
+        "> Note: the article says only that the third guess misses, not what it was; had it been 国 it would have "
+        "been accepted. To keep the picture consistent the wrong guess is drawn as “{wrong}”.",
+    ),
+    "lesson.f3_caption": (
+        "**算一笔账。** 一次目标前向就定下了 3 个 token（2 个接受 + 1 个修正），而目标模型自己写同样的“爱中国”要 3 次前"
+        "向。"
+        "猜错并不是白忙：修正的那个 token 本来就要花一次前向才能得到。EOS 留到下一步。",
+        "**The ledger.** One target forward settled 3 tokens (2 accepted + 1 corrected); on its own the target "
+        "needs 3 forwards for the same 爱中国. A miss is not wasted: the corrected token is one the target would "
+        "have spent a forward on anyway. The EOS is left for the next step.",
+    ),
+    # ---- replay --------------------------------------------------------------------------------
+    "replay.intro": (
+        "### 回放一个 trace\n上传 `python -m core generate ... --trace FILE` 或“下载 trace”按钮得到的 JSON lines 文件（"
+        "最大 20 MB），"
+        "无需加载模型即可逐步查看。",
+        "### Replay a trace\nUpload a JSON lines file from `python -m core generate ... --trace FILE` or from a "
+        "Download button (20 MB at most) and step through it with no model loaded.",
+    ),
+    "replay.upload": ("trace 文件（.jsonl）", "Trace file (.jsonl)"),
+    "replay.step": ("步", "Step"),
+    "replay.header": (
+        "**提示词：** {prompt}\n\n**预设：** {preset} · **草稿：** {drafter} · k = {k} · 树 = {tree} · 温度 = "
+        "{temperature} · "
+        "种子 = {seed} · 共 {steps} 步",
+        "**Prompt:** {prompt}\n\n**Preset:** {preset} · **drafter:** {drafter} · k = {k} · tree = {tree} · "
+        "temperature = {temperature} · seed = {seed} · {steps} steps",
+    ),
+    # ---- errors --------------------------------------------------------------------------------
+    "err.prefix": ("出错了", "Error"),
+    "err.number": ("{name} 必须是 {low:g} 到 {high:g} 之间的数", "{name} must be a number from {low:g} to {high:g}"),
+    "err.integer": ("{name} 必须是整数", "{name} must be a whole number"),
+    "err.prompt_empty": ("提示词是空的", "the prompt is empty"),
+    "err.prompt_long": ("提示词太长：{got} 个字符，上限 {limit}", "the prompt is too long: {got} characters, the limit "
+                        "is {limit}"),
+    "err.choice": ("{name} 不能是 {value!r}，可选：{options}", "{name} cannot be {value!r}; choose one of {options}"),
+    "err.shapes": ("看不懂草稿形状 {value!r}：写成如 “4, 2x3”", "cannot read the draft shapes {value!r}: write e.g. "
+                   "“4, 2x3”"),
+    "err.no_drafters": ("至少选择一种草稿方法", "choose at least one drafter"),
+    "err.too_many_runs": ("一次比较最多 {limit} 次运行（现在是 {n} 次）", "a comparison runs at most {limit} runs "
+                          "(this one has {n})"),
+    "err.no_trace": ("还没有载入 trace", "no trace loaded yet"),
+    "err.trace_empty": ("这个 trace 没有任何步骤", "this trace has no steps"),
+    "err.internal": ("内部错误（{error}）。请重置后再试。", "internal error ({error}). Reset and try again."),
+}
+
+
+def t(key: str, lang: str, **fields) -> str:
+    """The text for ``key`` in ``lang`` ("zh" or "en"), with ``fields`` filled in."""
+    zh, en = TEXT[key]
+    text = zh if lang == "zh" else en
+    return text.format(**fields) if fields else text
+
+
+def has(key: str) -> bool:
+    return key in TEXT

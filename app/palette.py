@@ -1,0 +1,27 @@
+"""One colour per way a token can come about, shared by every view (figures and HTML)."""
+from __future__ import annotations
+
+COLORS = {
+    "accepted": "#2e9e44",  # a drafted token the target kept
+    "rejected": "#d62f2f",  # a drafted token the target refused
+    "correction": "#f08a00",  # the target's own token at the first miss
+    "bonus": "#7b4fd6",  # the target's extra token after a fully accepted draft
+    "target": "#2b6cb0",  # a plain one-token step (no draft)
+    "not_reached": "#b8b8b8",  # drafted after a miss: never judged
+    "proposed": "#8a9bb0",  # drafted, not verified yet (classroom illustration)
+    "root": "#3d3d3d",  # the last committed token the draft hangs from
+    "prompt": "#3d3d3d",
+}
+KV_COLORS = {
+    "L": "#8fa8c8",  # live: written in an earlier step
+    "W": COLORS["accepted"],  # written this step and kept
+    "F": COLORS["rejected"],  # written this step and freed
+    ".": "#ececec",  # free
+}
+
+
+def visible(text: str) -> str:
+    """A token's text with whitespace made visible (for tree nodes and tooltips)."""
+    if text == "":
+        return "∅"
+    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")

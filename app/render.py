@@ -1,0 +1,94 @@
+"""Text views of records: the coloured output text, the one-sentence step story, run summaries."""
+from __future__ import annotations
+
+import html
+
+from core.records import StepRecord
+
+from .i18n import has, t
+from .palette import COLORS, visible
+
+TEXT_KINDS = ("accepted", "correction", "bonus", "target")
+
+
+def legend_html(lang: str) -> str:
+    chips = [f'<span class="sdl-chip" style="border-color:{COLORS["prompt"]}">{t("kind.prompt", lang)}</span>']
+    chips += [
+        f'<span class="sdl-chip" style="background:{COLORS[kind]}22;border-color:{COLORS[kind]}">'
+        f'{t("kind." + kind, lang)}</span>'
+        for kind in TEXT_KINDS
+    ]
+    return '<div class="sdl-legend">' + " ".join(chips) + "</div>"
+
+
+def _piece(text: str) -> str:
+    return html.escape(text).replace("\n", "<br>")
+
+
+def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
+    """The prompt (plain) and every emitted token coloured by how it came; hovering says the step."""
+    parts = [f'<span class="sdl-prompt">{_piece(prompt)}</span>']
+    last = len(records) - 1
+    for i, record in enumerate(records):
+        for token in record.emitted:
+            label = t("text.hover", lang, step=record.step + 1, kind=t("kind." + token.kind, lang), token=token.token)
+            current = " sdl-current" if i == last else ""
+            parts.append(
+                f'<span class="sdl-tok{current}" title="{html.escape(label)}" '
+                f'style="background:{COLORS[token.kind]}22;border-bottom:3px solid {COLORS[token.kind]}">'
+                f"{_piece(token.text) or '&#8203;'}</span>"
+            )
+    return legend_html(lang) + '<div class="sdl-text">' + "".join(parts) + "</div>"
+
+
+def _ordinal(n: int, lang: str) -> str:
+    if lang == "zh":
+        return f"第 {n} 个"
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"the {n}{suffix}"
+
+
+def step_sentence(record: StepRecord, lang: str) -> str:
+    """One plain sentence of what the step did, e.g. "drafted 5, the target accepted 3 and corrected the 4th"."""
+    drafted, kept = len(record.nodes), record.accepted_length
+    shape = "chain" if all(n.depth == i + 1 for i, n in enumerate(record.nodes)) else "tree"
+    nxt = visible(record.next.text)
+    if drafted == 0:
+        what = t("say.no_draft", lang, token=nxt)
+    elif record.next.kind == "bonus":
+        what = t(f"say.all_{shape}", lang, drafted=drafted, kept=kept, token=nxt)
+    else:
+        missed = [visible(n.text) for n in record.nodes if n.status == "rejected" and n.depth == kept + 1]
+        what = t(f"say.corrected_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
+                 token=nxt, guess=" / ".join(missed))
+    rate = record.new_tokens_total / record.target_forwards_total
+    sentence = t("say.step", lang, step=record.step + 1, what=what, rate=rate)
+    if record.finished:
+        sentence += " " + t("say.finished", lang, tokens=record.new_tokens_total, forwards=record.target_forwards_total)
+    return sentence
+
+
+def _fmt(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "–"
+
+
+def _stop_reason(reason: str, lang: str) -> str:
+    return t("stop." + reason, lang) if has("stop." + reason) else reason
+
+
+def summary_markdown(result: dict, lang: str) -> str:
+    """A short table of a finished or stopped run (a RunResult's ``to_dict()`` or a trace summary)."""
+    kv = result.get("kv") or {}
+    rows = [
+        (t("sum.stop_reason", lang), _stop_reason(str(result.get("stop_reason", "")), lang)),
+        (t("sum.new_tokens", lang), _fmt(result.get("new_tokens"), "d")),
+        (t("sum.target_forwards", lang), _fmt(result.get("target_forwards"), "d")),
+        (t("sum.tau", lang), _fmt(result.get("mean_accepted_tokens"), ".2f")),
+        (t("sum.acceptance", lang), _fmt(result.get("acceptance_rate"), ".1%")),
+        (t("sum.wall", lang), _fmt(result.get("wall_s"), ".2f") + " s"),
+        (t("sum.kv_peak", lang), _fmt(kv.get("peak_blocks_in_use"), "d")),
+        (t("sum.kv_after", lang), _fmt(kv.get("blocks_in_use_after"), "d")),
+    ]
+    lines = [f"| {t('sum.what', lang)} | {t('sum.value', lang)} |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(lines)

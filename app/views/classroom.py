@@ -1,0 +1,130 @@
+"""Classroom: 我爱中国. Part 1 replays the article's illustrated example (hand-made frames);
+part 2 runs the same prompt on a real model, step by step; part 3 is the written lesson."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from core.models import resolve_preset
+
+from ..controls import RunRequest, choice
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text
+from ..session import Run, Session, ensure
+from .panels import StepPanels, step_panels
+
+LIVE_K = 4  # the article's draft guesses four tokens
+LIVE_MAX_NEW_TOKENS = 16
+
+
+@dataclass
+class ClassroomView:
+    frame_label: gr.Markdown
+    caption: gr.Markdown
+    figure: gr.Plot
+    panels: StepPanels
+    ledger: gr.Markdown
+    lesson: gr.Markdown
+
+    @property
+    def outputs(self) -> list:
+        return [self.frame_label, self.caption, self.figure, self.ledger, self.lesson, *self.panels.outputs]
+
+    def render_frame(self, session: Session, lang: str) -> dict:
+        frame = session.lesson_frame
+        return {self.frame_label: t("lesson.frame_of", lang, i=frame + 1, n=FRAMES),
+                self.caption: frame_caption(frame, lang), self.figure: frame_figure(frame, lang)}
+
+    def render_live(self, session: Session, lang: str) -> dict:
+        run = session.lesson_run
+        if run is None:
+            return {**self.panels.blank(lang), self.ledger: ""}
+        out = self.panels.render(run.prompt, run.records, lang)
+        last = run.records[-1] if run.records else None
+        out[self.ledger] = t("class.ledger", lang, tokens=last.new_tokens_total,
+                             forwards=last.target_forwards_total) if last else ""
+        return out
+
+    def render(self, session: Session, lang: str) -> dict:
+        return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang)}
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ClassroomView:
+    labels(gr.Markdown(labels.text("class.intro")), value="class.intro")
+    labels(gr.Markdown(labels.text("class.part1")), value="class.part1")
+    with gr.Row():
+        prev_btn = labels(gr.Button(labels.text("btn.prev"), elem_id="lesson-prev", scale=1), value="btn.prev")
+        frame_label = gr.Markdown(t("lesson.frame_of", labels.lang, i=1, n=FRAMES), elem_id="lesson-frame")
+        next_btn = labels(gr.Button(labels.text("btn.next"), variant="primary", elem_id="lesson-next", scale=1),
+                          value="btn.next")
+    caption = gr.Markdown(frame_caption(0, labels.lang), elem_id="lesson-caption")
+    figure = gr.Plot(frame_figure(0, labels.lang), show_label=False, elem_id="lesson-figure")
+
+    labels(gr.Markdown(labels.text("class.part2")), value="class.part2")
+    with gr.Row():
+        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=2),
+                        label="ctl.preset")
+        step_btn = labels(gr.Button(labels.text("btn.step"), variant="primary", elem_id="lesson-step", scale=1),
+                          value="btn.step")
+        run_btn = labels(gr.Button(labels.text("btn.run_to_end"), elem_id="lesson-run", scale=1),
+                         value="btn.run_to_end")
+        reset_btn = labels(gr.Button(labels.text("btn.reset"), elem_id="lesson-reset", scale=1), value="btn.reset")
+    status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
+    ledger = gr.Markdown(elem_id="lesson-ledger")
+    panels = step_panels(labels, "lesson", kv=False, live=False)
+
+    labels(gr.Markdown(labels.text("class.part3")), value="class.part3")
+    lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
+    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
+
+    def frame_mover(delta: int):
+        @guarded(status)
+        def on_frame(lang_value, session):
+            session = ensure(session)
+            session.lesson_frame = max(0, min(FRAMES - 1, session.lesson_frame + delta))
+            return {state: session, **view.render_frame(session, lang_value)}
+
+        return on_frame
+
+    def ensure_run(session: Session, lang_value: str, preset_value: str):
+        if session.lesson_run is None or session.lesson_run.done:
+            preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
+            drafter = "draft" if resolve_preset(preset_value).draft else "ngram"  # a bare model folder has no draft
+            request = RunRequest(prompt=LIVE_PROMPT, preset=preset_value, drafter=drafter, k=LIVE_K, tree=None,
+                                 temperature=0.0, seed=0, max_new_tokens=LIVE_MAX_NEW_TOKENS)
+            yield {state: session, status: t("run.loading", lang_value)}
+            session.lesson_run = Run(request)
+
+    @guarded(status)
+    def on_step(lang_value, session, preset_value):
+        session = ensure(session)
+        yield from ensure_run(session, lang_value, preset_value)
+        session.lesson_run.step()
+        yield {state: session, status: "", **view.render_live(session, lang_value)}
+
+    @guarded(status)
+    def on_run(lang_value, session, preset_value):
+        session = ensure(session)
+        yield from ensure_run(session, lang_value, preset_value)
+        while session.lesson_run.step() is not None:
+            yield {state: session, status: "", **view.render_live(session, lang_value)}
+
+    @guarded(status)
+    def on_reset(lang_value, session):
+        session = ensure(session)
+        if session.lesson_run is not None:
+            session.lesson_run.stop()
+        session.lesson_run = None
+        return {state: session, status: "", **view.render_live(session, lang_value)}
+
+    frame_outputs = [state, status, frame_label, caption, figure]
+    live_outputs = [state, status, ledger] + panels.outputs
+    prev_btn.click(frame_mover(-1), [lang, state], frame_outputs, api_name="lesson_prev")
+    next_btn.click(frame_mover(1), [lang, state], frame_outputs, api_name="lesson_next")
+    step_btn.click(on_step, [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
+    run_btn.click(on_run, [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
+    reset_btn.click(on_reset, [lang, state], live_outputs, api_name="lesson_reset")
+    return view

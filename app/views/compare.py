@@ -1,0 +1,138 @@
+"""Compare drafters: the baseline and several drafters on one prompt and one target, run one
+after another in this session; the table and plots grow as each run finishes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+
+from core import UserError
+from core.drafters import DRAFTERS
+
+from ..controls import MAX_TEMPERATURE, RunRequest, compare_requests
+from ..figures import compare_figure, empty
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..session import CompareRow, Session, ensure, measured_point
+
+DEFAULT_PROMPT = "It is a truth universally acknowledged"
+COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.wall",
+           "col.speedup", "col.identical")
+
+
+def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:
+    """The comparison table; speedup is the baseline's wall time over the run's, same comparison."""
+    def identical(row: CompareRow) -> str:
+        return "—" if row.identical is None else ("✓" if row.identical else "✗")
+
+    data = [
+        [row.label, row.result.new_tokens, row.result.target_forwards, round(row.result.mean_accepted_tokens, 2),
+         "—" if row.result.drafter == "none" else f"{row.result.acceptance_rate:.1%}",
+         round(row.result.wall_s, 2), f"{row.speedup:.2f}×", identical(row)]
+        for row in rows
+    ]
+    return pd.DataFrame(data, columns=[t(c, lang) for c in COLUMNS])
+
+
+@dataclass
+class CompareView:
+    status: gr.Markdown
+    table: gr.Dataframe
+    plot: gr.Plot
+
+    @property
+    def outputs(self) -> list:
+        return [self.table, self.plot]
+
+    def render(self, session: Session, lang: str) -> dict:
+        rows = session.compare_rows
+        if not rows:
+            return {self.table: table([], lang), self.plot: empty(t("hint.press_compare", lang))}
+        return {self.table: table(rows, lang),
+                self.plot: compare_figure([(r.label, r.result.steps) for r in rows], lang)}
+
+
+def _run_one(session: Session, request: RunRequest):
+    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way)."""
+    decoder, prompt_ids = request.build()
+    steps = decoder.steps(prompt_ids)
+    for _ in steps:
+        if session.compare_stop:
+            steps.close()
+            break
+    return decoder.result
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> CompareView:
+    with gr.Row():
+        prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, scale=3,
+                                   elem_id="cmp-prompt"), label="ctl.prompt")
+        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
+                        label="ctl.preset")
+    with gr.Row():
+        speculative = [d for d in DRAFTERS if d != "none"]
+        drafters = labels(gr.CheckboxGroup(speculative, value=speculative, label=labels.text("ctl.drafters"),
+                                           info=labels.text("ctl.drafters_info"), elem_id="cmp-drafters", scale=2),
+                          label="ctl.drafters", info="ctl.drafters_info")
+        shapes = labels(gr.Textbox("4, 2x3", label=labels.text("ctl.shapes"), info=labels.text("ctl.shapes_info"),
+                                   elem_id="cmp-shapes", scale=2), label="ctl.shapes", info="ctl.shapes_info")
+    with gr.Row():
+        temperature = labels(gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label=labels.text("ctl.temperature")),
+                             label="ctl.temperature")
+        seed = labels(gr.Number(0, label=labels.text("ctl.seed")), label="ctl.seed")
+        max_new = labels(gr.Number(48, label=labels.text("ctl.max_new_tokens"), elem_id="cmp-max-new"),
+                         label="ctl.max_new_tokens")
+    with gr.Row():
+        run_btn = labels(gr.Button(labels.text("btn.compare"), variant="primary", elem_id="cmp-run"),
+                         value="btn.compare")
+        stop_btn = labels(gr.Button(labels.text("btn.stop"), variant="stop", elem_id="cmp-stop"), value="btn.stop")
+    status = gr.Markdown(elem_id="cmp-status", elem_classes=["sdl-status"])
+    result_table = labels(gr.Dataframe(table([], labels.lang), label=labels.text("panel.compare_table"),
+                                       interactive=False, elem_id="cmp-table"), label="panel.compare_table")
+    plot = labels(gr.Plot(label=labels.text("panel.compare_plot"), elem_id="cmp-plot"), label="panel.compare_plot")
+    view = CompareView(status, result_table, plot)
+
+    @guarded(status)
+    def on_compare(lang_value, session, *values):
+        session = ensure(session)
+        requests = compare_requests(lang_value, presets, *values)
+        session.compare_stop = False
+        session.compare_rows = []
+        skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
+        for i, request in enumerate(requests):
+            line = t("cmp.running", lang_value, i=i + 1, n=len(requests), label=request.label())
+            yield {state: session, status: "<br>".join([line, *skipped])}
+            try:
+                result = _run_one(session, request)
+            except UserError as e:
+                if request.drafter == "none":
+                    raise
+                skipped.append(t("cmp.skipped", lang_value, label=request.label(), reason=e))
+                continue
+            if result.stop_reason == "cancelled":
+                yield {status: t("cmp.stopped", lang_value, after=result.kv["blocks_in_use_after"])}
+                return
+            baseline = session.compare_rows[0].result if session.compare_rows else result
+            speedup = baseline.wall_s / result.wall_s if result.wall_s > 0 else 0.0
+            identical = result.tokens == baseline.tokens if request.temperature == 0 else None
+            row = CompareRow(request.label(), result, speedup, identical if i > 0 else None)
+            session.compare_rows.append(row)
+            if request.drafter != "none":
+                session.points.append(measured_point(row.label, result, speedup))
+            yield view.render(session, lang_value)
+        done = t("cmp.done", lang_value, n=len(session.compare_rows))
+        yield {status: "<br>".join([done, *skipped]), **view.render(session, lang_value)}
+
+    @guarded(status)
+    def on_stop(lang_value, session):
+        session = ensure(session)
+        session.compare_stop = True
+        return {state: session}
+
+    outputs = [state, status, result_table, plot]
+    run_btn.click(on_compare, [lang, state, prompt, preset, drafters, shapes, temperature, seed, max_new], outputs,
+                  api_name="compare", concurrency_limit=2)
+    stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
+    return view

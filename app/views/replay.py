@@ -1,0 +1,125 @@
+"""Replay: step through a saved trace (from ``--trace`` or a Download button) with no model loaded."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from core import UserError, read_trace
+
+from ..controls import number
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..render import summary_markdown
+from ..session import Session, ensure
+from .panels import StepPanels, step_panels
+
+EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "assets" / "traces" / "example-tiny.jsonl"
+
+
+def header_markdown(session: Session, lang: str) -> str:
+    header = session.replay.header
+    settings = header.get("settings") or {}
+    return t("replay.header", lang, prompt=header.get("prompt", ""), preset=header.get("preset", "–"),
+             drafter=header.get("drafter", "–"), k=settings.get("k", "–"), tree=settings.get("tree") or "–",
+             temperature=settings.get("temperature", "–"), seed=settings.get("seed", "–"),
+             steps=len(session.replay.steps))
+
+
+@dataclass
+class ReplayView:
+    panels: StepPanels
+    status: gr.Markdown
+    header: gr.Markdown
+    summary: gr.Markdown
+    slider: gr.Slider
+
+    @property
+    def outputs(self) -> list:
+        return [self.header, self.summary, self.slider, *self.panels.outputs]
+
+    def render(self, session: Session, lang: str) -> dict:
+        trace = session.replay
+        if trace is None or not trace.steps:
+            return {**self.panels.blank(lang, "hint.load_trace"), self.header: "", self.summary: "",
+                    self.slider: gr.update(minimum=1, maximum=2, value=1)}
+        index = session.replay_index
+        out = self.panels.render(trace.header.get("prompt", ""), trace.steps, lang, upto=index)
+        out[self.header] = header_markdown(session, lang)
+        out[self.summary] = summary_markdown(trace.summary, lang)
+        # a slider needs minimum < maximum, also for a one-step trace
+        out[self.slider] = gr.update(minimum=1, maximum=max(2, len(trace.steps)), value=index + 1)
+        return out
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
+    labels(gr.Markdown(labels.text("replay.intro")), value="replay.intro")
+    with gr.Row():
+        upload = labels(gr.File(label=labels.text("replay.upload"), file_types=[".jsonl", ".json", ".txt"],
+                                elem_id="replay-upload", scale=3), label="replay.upload")
+        example = labels(gr.Button(labels.text("btn.example_trace"), elem_id="replay-example", scale=1),
+                         value="btn.example_trace")
+    status = gr.Markdown(elem_id="replay-status", elem_classes=["sdl-status"])
+    with gr.Row():
+        header = gr.Markdown(elem_id="replay-header")
+        summary = gr.Markdown(elem_id="replay-summary")
+    with gr.Row():
+        prev_btn = labels(gr.Button(labels.text("btn.prev"), elem_id="replay-prev", scale=1), value="btn.prev")
+        slider = labels(gr.Slider(1, 2, value=1, step=1, label=labels.text("replay.step"), elem_id="replay-slider",
+                                  scale=4), label="replay.step")
+        next_btn = labels(gr.Button(labels.text("btn.next"), variant="primary", elem_id="replay-next", scale=1),
+                          value="btn.next")
+    panels = step_panels(labels, "replay")
+    view = ReplayView(panels, status, header, summary, slider)
+    outputs = [state, status, header, summary, slider] + panels.outputs
+
+    def load(session: Session, path, lang_value: str) -> dict:
+        trace = read_trace(path)
+        if not trace.steps:
+            raise UserError(t("err.trace_empty", lang_value))
+        session.replay, session.replay_index = trace, 0
+        return {state: session, status: "", **view.render(session, lang_value)}
+
+    @guarded(status)
+    def on_upload(lang_value, session, path):
+        session = ensure(session)
+        if not path:
+            session.replay = None
+            return {state: session, status: "", **view.render(session, lang_value)}
+        return load(session, path, lang_value)
+
+    @guarded(status)
+    def on_example(lang_value, session):
+        return load(ensure(session), EXAMPLE_TRACE, lang_value)
+
+    def move(session: Session, lang_value: str, index: int) -> dict:
+        if session.replay is None:
+            raise UserError(t("err.no_trace", lang_value))
+        session.replay_index = max(0, min(index, len(session.replay.steps) - 1))
+        return {state: session, status: "", **view.render(session, lang_value)}
+
+    @guarded(status)
+    def on_goto(lang_value, session, step_number):
+        session = ensure(session)
+        limit = len(session.replay.steps) if session.replay else 1
+        return move(session, lang_value, number(step_number, "replay.step", lang_value, 1, limit, integer=True) - 1)
+
+    @guarded(status)
+    def on_prev(lang_value, session):
+        session = ensure(session)
+        return move(session, lang_value, session.replay_index - 1)
+
+    @guarded(status)
+    def on_next(lang_value, session):
+        session = ensure(session)
+        return move(session, lang_value, session.replay_index + 1)
+
+    upload.upload(on_upload, [lang, state, upload], outputs, api_name="replay_upload")
+    upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
+    example.click(on_example, [lang, state], outputs, api_name="replay_example")
+    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto")
+    prev_btn.click(on_prev, [lang, state], outputs, api_name="replay_prev")
+    next_btn.click(on_next, [lang, state], outputs, api_name="replay_next")
+    return view

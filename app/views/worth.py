@@ -1,0 +1,94 @@
+"""Worth it? The expected-speedup model with sliders, and this session's measured runs as points."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+
+from core.theory import tokens_per_verify, wallclock_speedup
+
+from ..controls import number
+from ..figures import MeasuredPoint, worth_figure
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..session import Session, ensure
+
+POINT_COLUMNS = ("col.run", "col.alpha", "col.k", "col.c", "col.tau", "col.tau_model", "col.speedup",
+                 "col.speedup_model")
+
+
+def points_table(points: list[MeasuredPoint], lang: str) -> pd.DataFrame:
+    data = [
+        [p.label, round(p.alpha, 3), p.k, round(p.c, 3), round(p.tokens_per_verify, 2),
+         round(tokens_per_verify(p.alpha, p.k), 2), "—" if p.speedup is None else f"{p.speedup:.2f}×",
+         f"{wallclock_speedup(p.alpha, p.k, p.c):.2f}×"]
+        for p in points
+    ]
+    return pd.DataFrame(data, columns=[t(c, lang) for c in POINT_COLUMNS])
+
+
+def readout(alpha: float, k: int, c: float, lang: str) -> str:
+    tau = tokens_per_verify(alpha, k)
+    speedup = wallclock_speedup(alpha, k, c)
+    verdict = t("worth.faster" if speedup > 1 else "worth.slower", lang)
+    return t("worth.readout", lang, alpha=alpha, k=k, c=c, tau=tau, speedup=speedup, verdict=verdict)
+
+
+@dataclass
+class WorthView:
+    sliders: list
+    readout: gr.Markdown
+    plot: gr.Plot
+    table: gr.Dataframe
+
+    @property
+    def outputs(self) -> list:
+        return [self.readout, self.plot, self.table]
+
+    def render(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
+        return {self.readout: readout(alpha, k, c, lang),
+                self.plot: worth_figure(alpha, k, c, session.points, lang),
+                self.table: points_table(session.points, lang)}
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> WorthView:
+    """The view's layout and handlers; the curves redraw when a slider is released or the tab opens."""
+    labels(gr.Markdown(labels.text("worth.intro")), value="worth.intro")
+    with gr.Row():
+        alpha = labels(gr.Slider(0, 0.99, value=0.6, step=0.01, label=labels.text("worth.alpha"),
+                                 elem_id="worth-alpha"), label="worth.alpha")
+        k = labels(gr.Slider(1, 16, value=4, step=1, label=labels.text("worth.k"), elem_id="worth-k"), label="worth.k")
+        c = labels(gr.Slider(0, 1, value=0.05, step=0.01, label=labels.text("worth.c"),
+                             info=labels.text("worth.c_info"), elem_id="worth-c"), label="worth.c", info="worth.c_info")
+    status = gr.Markdown(elem_id="worth-status", elem_classes=["sdl-status"])
+    text = gr.Markdown(readout(0.6, 4, 0.05, labels.lang), elem_id="worth-readout")
+    plot = labels(gr.Plot(label=labels.text("panel.worth"), elem_id="worth-plot"), label="panel.worth")
+    use_last = labels(gr.Button(labels.text("btn.use_last"), elem_id="worth-use-last"), value="btn.use_last")
+    table = labels(gr.Dataframe(points_table([], labels.lang), label=labels.text("panel.worth_points"),
+                                interactive=False, elem_id="worth-table"), label="panel.worth_points")
+    view = WorthView([alpha, k, c], text, plot, table)
+
+    @guarded(status)
+    def on_change(lang_value, session, alpha_value, k_value, c_value):
+        session = ensure(session)
+        a = number(alpha_value, "worth.alpha", lang_value, 0, 0.999)
+        kk = number(k_value, "worth.k", lang_value, 1, 16, integer=True)
+        cc = number(c_value, "worth.c", lang_value, 0, 10)
+        return {state: session, status: "", **view.render(session, lang_value, a, kk, cc)}
+
+    @guarded(status)
+    def on_use_last(lang_value, session):
+        session = ensure(session)
+        if not session.points:
+            return {status: t("worth.no_runs", lang_value)}
+        p = session.points[-1]
+        a, cc = min(round(p.alpha, 2), 0.99), min(round(p.c, 2), 1.0)
+        return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.render(session, lang_value, a, p.k, cc)}
+
+    outputs = [state, status, alpha, k, c, text, plot, table]
+    gr.on([alpha.release, k.release, c.release, tab.select], on_change, [lang, state, alpha, k, c], outputs,
+          api_name="worth_it")
+    use_last.click(on_use_last, [lang, state], outputs, api_name="worth_use_last")
+    return view

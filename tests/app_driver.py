@@ -1,0 +1,105 @@
+"""Drive the app in headless Chromium (Playwright): shared by the browser test and the screenshot script."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+VIEWPORT = {"width": 1440, "height": 1000}
+PLOT_JS = """id => {
+  const div = document.querySelector('#' + id + ' .js-plotly-plot');
+  if (!div || !div.data) return null;
+  const plain = v => (v === undefined || v === null) ? null : Array.from(v);
+  return {title: (div.layout.title && div.layout.title.text) || '',
+          data: div.data.map(t => ({name: t.name || '', x: plain(t.x), y: plain(t.y), text: plain(t.text),
+                                    color: t.marker ? t.marker.color : null}))};
+}"""
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "the Python package playwright is not installed (tests/install.sh)"
+    if not shutil.which(CHROMIUM):
+        return f"{CHROMIUM} is missing: apt-get install chromium (tests/install.sh)"
+    if not shutil.which("fc-list") or "CJK" not in subprocess.run(["fc-list", ":lang=zh"], capture_output=True,
+                                                                  text=True).stdout:
+        return "no CJK font: apt-get install fonts-noto-cjk (tests/install.sh), or Chinese renders as boxes"
+    return None
+
+
+@contextlib.contextmanager
+def browser_page():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
+            page.set_default_timeout(60_000)
+            yield page
+        finally:
+            browser.close()
+
+
+def open_app(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("#step-btn")
+
+
+def plot(page, elem_id: str) -> dict | None:
+    """The plotly data of the figure inside ``#elem_id`` as drawn in the page."""
+    return page.evaluate(PLOT_JS, elem_id)
+
+
+def wait_for_plot(page, elem_id: str, condition_js: str, timeout_ms: int = 60_000) -> dict:
+    """Wait until ``condition_js`` (an expression over ``p``, the result of PLOT_JS) holds."""
+    page.wait_for_function(f"id => {{ const p = ({PLOT_JS})(id); return p && ({condition_js}); }}", arg=elem_id,
+                           timeout=timeout_ms)
+    return plot(page, elem_id)
+
+
+def open_tab(page, tab: str) -> None:
+    page.click(f"#tab-{tab}-button")
+    page.wait_for_timeout(300)
+
+
+def set_language(page, label: str) -> None:
+    page.click(f"#lang-toggle label:has-text('{label}')")
+
+
+def step(page, times: int) -> None:
+    """Press Step ``times`` times, each time waiting for the live plots to show the new step."""
+    for _ in range(times):
+        before = (plot(page, "step-live") or {"data": [{"x": []}]})["data"][0]["x"] or []
+        page.click("#step-btn")
+        wait_for_plot(page, "step-live", f"p.data[0].x && p.data[0].x.length == {len(before) + 1}")
+    page.wait_for_timeout(400)
+
+
+def table_rows(page, elem_id: str) -> list[list[str]]:
+    """The body rows of a Gradio Dataframe, as the cells' text."""
+    return page.evaluate("""id => Array.from(document.querySelectorAll('#' + id + ' [role=row]'))
+        .map(row => Array.from(row.querySelectorAll('[role=gridcell]')).map(cell => cell.innerText.trim()))
+        .filter(cells => cells.length)""", elem_id)
+
+
+def run_compare(page, drafters: list[str] | None, shapes: str, max_new_tokens: int,
+                timeout_ms: int = 300_000) -> list[list[str]]:
+    """Compare ``drafters`` (None: every drafter the page offers) and the baseline in ``shapes``;
+    wait until all have run."""
+    open_tab(page, "compare")
+    for label in page.locator("#cmp-drafters label").all():
+        label.locator("input").set_checked(drafters is None or label.inner_text().strip() in drafters)
+    page.fill("#cmp-shapes textarea, #cmp-shapes input", shapes)
+    page.fill("#cmp-max-new input", str(max_new_tokens))
+    page.click("#cmp-run")
+    page.wait_for_function("""() => { const s = document.querySelector('#cmp-status').innerText;
+                                      return s.includes('完成') || s.includes('Done:'); }""", timeout=timeout_ms)
+    page.wait_for_timeout(500)
+    return table_rows(page, "cmp-table")

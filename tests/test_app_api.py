@@ -1,0 +1,99 @@
+"""The app's named endpoints, called with gradio_client against ``python app.py --preset tiny``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app_server import TINY_MISSING, TINY_READY, running_app
+
+pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
+gradio_client = pytest.importorskip("gradio_client")
+
+STEP_ARGS = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
+                 max_new_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def url():
+    with running_app("tiny") as address:
+        yield address
+
+
+def client(url):
+    return gradio_client.Client(url, verbose=False)
+
+
+def step(c, **changes):
+    status, summary, download, sentence, tree, text, kv, pool, live = c.predict(
+        "en", *{**STEP_ARGS, **changes}.values(), api_name="/step")
+    return dict(status=status, sentence=sentence, tree=json.loads(tree["plot"]), kv=json.loads(kv["plot"]),
+                live=json.loads(live["plot"]), download=download)
+
+
+def test_named_endpoints_are_published(url):
+    names = client(url).view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for name in ("/step", "/play", "/pause", "/stop", "/reset", "/compare", "/compare_stop", "/lesson_next",
+                 "/lesson_step", "/worth_it", "/replay_upload", "/replay_example", "/replay_next", "/language"):
+        assert name in names
+
+
+def test_step_then_stop_returns_the_kv_and_offers_the_trace(url):
+    from core import read_trace
+
+    c = client(url)
+    step(c)
+    second = step(c)
+    assert "2/16 tokens, 2 target forwards" in second["status"]
+    assert "Step 2:" in second["sentence"]
+    assert "step 2" in second["tree"]["layout"]["title"]["text"]
+    assert second["live"]["data"][0]["x"] == [1, 2]
+    status, _, download, *_ = c.predict("en", api_name="/stop")
+    assert "0 blocks in use after the run" in status
+    trace = read_trace(download["value"])  # the Download button's update: its file, now enabled
+    assert [s.step for s in trace.steps] == [0, 1]
+    assert trace.summary["stop_reason"] == "cancelled" and trace.summary["kv"]["blocks_in_use_after"] == 0
+
+
+def test_sessions_do_not_see_each_other(url):
+    a, b = client(url), client(url)
+    step(a)
+    step(a)
+    assert "1/16 tokens" in step(b)["status"]
+    assert "3/16 tokens" in step(a)["status"]
+
+
+@pytest.mark.parametrize("field,value,message", [("k", 0, "must be a number from 1 to 16"),
+                                                  ("width", 1.5, "must be a whole number"),
+                                                  ("prompt", " ", "the prompt is empty")])
+def test_a_bad_value_is_a_message_not_a_crash(url, field, value, message):
+    status = client(url).predict("en", *{**STEP_ARGS, field: value}.values(), api_name="/step")[0]
+    assert "Error" in status and message in status
+
+
+def test_a_value_outside_a_list_is_refused_with_a_message(url):
+    with pytest.raises(gradio_client.exceptions.AppError, match="not in the list of choices"):
+        client(url).predict("en", *{**STEP_ARGS, "preset": "/etc"}.values(), api_name="/step")
+
+
+def test_compare_reports_every_drafter_against_the_same_baseline(url):
+    status, table, plot = client(url).predict("en", "It is a truth universally acknowledged", "tiny",
+                                              ["draft", "ngram"], "3", 0, 0, 12, api_name="/compare")
+    assert "Done: 3 runs" in status
+    rows = table["data"]
+    assert [row[0] for row in rows] == ["none", "draft · k=3", "ngram · k=3"]
+    assert rows[0][6] == "1.00×" and all(row[6].endswith("×") for row in rows)
+    assert [row[7] for row in rows[1:]] == ["✓", "✓"]  # greedy: every drafter matches the baseline
+    assert len(json.loads(plot["plot"])["data"]) == 6
+
+
+def test_worth_it_and_replay_and_language(url):
+    c = client(url)
+    status, alpha, k, c_, readout, plot, points = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
+    assert "2.31" in readout and "1.92×" in readout
+    c.predict("en", api_name="/replay_example")
+    outputs = c.predict("en", api_name="/replay_next")
+    header, sentence = outputs[1], outputs[4]
+    assert "Prompt:" in header and "Step 2:" in sentence
+    outputs = c.predict("zh", 0.6, 4, 0.05, api_name="/language")
+    assert any(isinstance(o, str) and "第 2 步" in o for o in outputs)  # the replayed step, now in Chinese

@@ -1,0 +1,130 @@
+"""The app in headless Chromium against ``python app.py --preset tiny``: step by step, compare,
+classroom with the language switch, replay of the shipped trace. Screenshots go to test-artifacts/."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step, \
+    wait_for_plot
+from app_server import TINY_MISSING, TINY_READY, running_app
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
+
+pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
+              pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))]
+
+
+@pytest.fixture(scope="module")
+def page():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with running_app("tiny", log_path=ARTIFACTS / "app-browser.log") as url, browser_page() as browser_page_:
+        open_app(browser_page_, url)
+        yield browser_page_
+
+
+def shot(page, name: str) -> None:
+    page.wait_for_timeout(300)
+    page.screenshot(path=ARTIFACTS / f"{name}.png", full_page=True)
+
+
+def cells(grid: dict) -> dict:
+    return {state: sum(row.count(state) for row in grid.values()) for state in "LWF."}
+
+
+def test_step_by_step_draws_three_real_steps(page, tmp_path):
+    from core import read_trace
+
+    step(page, 3)
+    tree = plot(page, "step-tree")
+    kv = plot(page, "step-kv")
+    live = plot(page, "step-live")
+    assert "第 3 步" in tree["title"] and "第 3 步" in kv["title"]
+    assert live["data"][0]["x"] == [1, 2, 3]
+    assert page.locator("#step-text .sdl-tok").count() >= 3
+    assert page.locator("#step-text .sdl-tok[title^='第 3 步']").count() >= 1
+    assert page.evaluate("document.fonts.check('16px \"Noto Sans CJK SC\"')")
+    shot(page, "step-by-step")
+
+    page.click("#stop-btn")
+    page.wait_for_function("document.querySelector('#step-status').innerText.includes('运行后占用 0 块')")
+    with page.expect_download() as download:
+        page.click("#step-download")
+    path = tmp_path / "trace.jsonl"
+    download.value.save_as(path)
+    trace = read_trace(path)
+    assert len(trace.steps) == 3 and trace.summary["kv"]["blocks_in_use_after"] == 0
+
+    last = trace.steps[-1]  # what the page drew is what the engine recorded
+    drawn = sorted(text for t in tree["data"] if t["text"] for text in t["text"])
+    assert len(drawn) == len(last.nodes) + 2
+    assert {t["name"]: len(t["x"]) for t in kv["data"]} == dict(zip([t["name"] for t in kv["data"]],
+                                                                     cells(last.kv.slot_grid).values()))
+    per_step = [s.accepted_length / len(s.nodes) if s.nodes else None for s in trace.steps]
+    assert live["data"][0]["y"] == pytest.approx(per_step)
+    assert live["data"][3]["y"] == pytest.approx([s.new_tokens_total / s.target_forwards_total for s in trace.steps])
+
+
+def test_compare_three_drafters(page):
+    rows = run_compare(page, ["draft", "ngram"], "4, 2x2", max_new_tokens=24)
+    assert [row[0] for row in rows] == ["none", "draft · k=4", "draft · tree 2x2", "ngram · k=4", "ngram · tree 2x2"]
+    assert rows[0][6] == "1.00×"
+    assert all(row[7] == "✓" for row in rows[1:])  # greedy: token for token the baseline
+    assert all(float(row[5]) > 0 for row in rows)
+    overlaid = plot(page, "cmp-plot")
+    assert len(overlaid["data"]) == 10
+    shot(page, "compare")
+
+
+def test_classroom_and_language_switch(page):
+    open_tab(page, "classroom")
+    assert "目标模型单独生成" in page.inner_text("#lesson-caption")
+    page.click("#lesson-next")
+    wait_for_plot(page, "lesson-figure", "p.data.some(t => t.text && t.text.includes('EOS'))")
+    page.click("#lesson-next")
+    figure = wait_for_plot(page, "lesson-figure", "p.data.some(t => t.text && t.text.includes('华'))")
+    assert any(t["text"] == ["国"] for t in figure["data"])  # the correction, in its own trace
+    page.click("#lesson-step")
+    wait_for_plot(page, "lesson-tree", "p.title.includes('1')")
+    assert "示意图" in page.inner_text("#lesson-caption")
+    shot(page, "classroom-zh")
+
+    set_language(page, "English")
+    page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('Classroom')")
+    page.wait_for_function("document.querySelector('#lesson-caption').innerText.includes('One forward checks')")
+    assert "Acceptance rate" in page.inner_text("#lesson-notes")
+    assert "Step 1" in page.inner_text("#lesson-sentence")
+    shot(page, "classroom-en")
+    set_language(page, "中文")
+    page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")
+
+
+def test_replay_steps_through_the_shipped_trace(page, tmp_path):
+    open_tab(page, "replay")
+    page.set_input_files("#replay-upload input[type=file]", str(EXAMPLE_TRACE))
+    prompt = json.loads(EXAMPLE_TRACE.read_text(encoding="utf-8").splitlines()[0])["prompt"]
+    page.wait_for_function("p => document.querySelector('#replay-header').innerText.includes(p)", arg=prompt)
+    for n in (2, 3):  # a button ignores clicks while its last one is pending: wait for each
+        page.click("#replay-next")
+        tree = wait_for_plot(page, "replay-tree", f"p.title.includes('第 {n} 步')")
+    assert tree["data"]
+    assert plot(page, "replay-live")["data"][0]["x"] == [1, 2, 3]
+    shot(page, "replay")
+
+    bad = tmp_path / "not-a-trace.jsonl"
+    bad.write_text("hello\n", encoding="utf-8")
+    page.click("#replay-upload button[aria-label='Clear']")
+    page.set_input_files("#replay-upload input[type=file]", str(bad))
+    page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
+
+
+def test_worth_it_marks_the_measured_runs(page):
+    open_tab(page, "worth")
+    figure = wait_for_plot(page, "worth-plot", "p.data.some(t => t.name == '本会话实测')")
+    measured = [t for t in figure["data"] if t["name"] == "本会话实测"]
+    assert len(measured[0]["x"]) == 4  # the four speculative runs of the comparison
+    shot(page, "worth-it")

@@ -1,0 +1,225 @@
+"""The app's figure builders and text views, fed with StepRecords from real short runs on tiny."""
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_figure, pool_figure, tree_figure,
+                         worth_figure)
+from app.i18n import TEXT
+from app.render import step_sentence, summary_markdown, text_html
+from app.series import run_series
+from app_server import TINY_MISSING, TINY_READY
+from core import UserError, generate, read_trace
+
+pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """A chain, a tree, an n-gram and a baseline run of the same prompt (greedy, 24 tokens)."""
+    prompt = "我爱"
+    options = dict(preset="tiny", max_new_tokens=24, temperature=0.0, seed=0)
+    return {
+        "chain": generate(prompt, drafter="draft", k=4, **options),
+        "tree": generate(prompt, drafter="draft", k=2, tree="2x2", **options),
+        "ngram": generate("the cat sat on the mat and the cat sat on the", drafter="ngram", k=3, **options),
+        "none": generate(prompt, drafter="none", **options),
+    }
+
+
+def _points(fig):
+    """The traces that draw boxes or markers (not the edges)."""
+    return [trace for trace in fig.data if trace.mode and "markers" in trace.mode]
+
+
+@pytest.mark.parametrize("kind", ["chain", "tree", "ngram", "none"])
+def test_series_end_where_the_engine_ends(runs, kind):
+    """The live plots' last values are the RunResult's own numbers."""
+    result = runs[kind]
+    s = run_series(result.steps)
+    assert s.steps == list(range(1, len(result.steps) + 1))
+    assert s.running_tokens_per_forward[-1] == pytest.approx(result.mean_accepted_tokens)
+    assert s.per_position_acceptance == pytest.approx(result.per_position_acceptance)
+    if result.draft_tokens_proposed:
+        assert s.running_acceptance[-1] == pytest.approx(result.acceptance_rate)
+    assert sum(s.step_tokens) == result.new_tokens
+
+
+@pytest.mark.parametrize("kind", ["chain", "tree", "ngram", "none"])
+def test_tree_figure_draws_every_node_in_its_colour(runs, kind):
+    from app.palette import COLORS
+
+    for record in runs[kind].steps[:6]:
+        fig = tree_figure(record, "en")
+        boxes = [(trace.marker.color, text) for trace in _points(fig) for text in trace.text]
+        assert len(boxes) == len(record.nodes) + 2  # the root and the target's token
+        colors = [color for color, _ in boxes]
+        for status in ("accepted", "rejected", "not_reached"):
+            assert colors.count(COLORS[status]) == sum(n.status == status for n in record.nodes)
+        assert colors.count(COLORS[record.next.kind]) == 1
+        assert colors.count(COLORS["accepted"]) == record.accepted_length
+        assert f"step {record.step + 1}" in fig.layout.title.text
+        hovers = " ".join(h for trace in _points(fig) for h in trace.hovertext)
+        for node in record.nodes:
+            assert f"q (draft confidence) = {node.draft_prob:.3f}" in hovers
+            assert f"p (target probability) = {node.target_prob:.3f}" in hovers
+
+
+def test_kv_grid_shows_the_slot_grid(runs):
+    for record in runs["tree"].steps[:5]:
+        fig = kv_grid_figure(record, "en")
+        grid = record.kv.slot_grid
+        by_state = {trace.name: len(trace.x) for trace in fig.data}
+        for char, name in (("L", "live (earlier)"), ("W", "written this step, kept"),
+                           ("F", "written this step, freed"), (".", "free")):
+            assert by_state[name] == sum(row.count(char) for row in grid.values())
+        assert len(fig.layout.yaxis.ticktext) == len(grid)
+        assert f"{record.kv.slots_written} slots written" in fig.layout.title.text
+
+
+def test_pool_and_live_figures_have_one_point_per_step(runs):
+    records = runs["chain"].steps
+    pool = pool_figure(records, "zh")
+    assert list(pool.data[0].y) == [r.kv.pool_in_use for r in records]
+    live = live_figure(records, "zh")
+    assert list(live.data[0].x) == list(range(1, len(records) + 1))
+    assert list(live.data[2].y) == [len(r.emitted) for r in records]
+
+
+def test_compare_figure_overlays_each_run(runs):
+    fig = compare_figure([(name, runs[name].steps) for name in ("none", "chain", "ngram")], "en")
+    assert [trace.name for trace in fig.data] == ["none", "none", "chain", "chain", "ngram", "ngram"]
+
+
+def test_worth_figure_draws_the_model_and_the_measured_points():
+    from core.theory import tokens_per_verify, wallclock_speedup
+
+    point = MeasuredPoint("draft · k=4", alpha=0.5, k=4, c=0.1, tokens_per_verify=1.8, speedup=1.2)
+    fig = worth_figure(0.6, 4, 0.05, [point], "en")
+    model = next(trace for trace in fig.data if trace.name == "model, k=4")
+    assert model.y[60] == pytest.approx(tokens_per_verify(0.6, 4))
+    speed = next(trace for trace in fig.data if trace.name == "model speedup")
+    assert speed.y[60] == pytest.approx(wallclock_speedup(0.6, 4, 0.05))
+    measured = [trace for trace in fig.data if trace.name == "measured here"]
+    assert [(m.x[0], m.y[0]) for m in measured] == [(0.5, 1.8), (0.5, 1.2)]
+
+
+def test_text_colours_every_emitted_token_by_kind(runs):
+    from app.palette import COLORS
+
+    result = runs["chain"]
+    html = text_html(result.prompt, result.steps, "en")
+    tokens = [token for record in result.steps for token in record.emitted]
+    assert html.count('class="sdl-tok') == len(tokens)
+    for kind in {token.kind for token in tokens}:
+        assert html.count(f"border-bottom:3px solid {COLORS[kind]}") == sum(t.kind == kind for t in tokens)
+    assert "step 1 · " in html
+
+
+def test_step_sentence_tells_what_happened(runs):
+    for record in runs["chain"].steps:
+        sentence = step_sentence(record, "en")
+        if not record.nodes:  # e.g. the last step, when one token of budget is left
+            assert "no draft" in sentence
+        elif record.next.kind == "correction":
+            assert f"drafted {len(record.nodes)}" in sentence
+            assert f"accepted {record.accepted_length} and corrected" in sentence
+        else:
+            assert "bonus" in sentence
+    assert "no draft" in step_sentence(runs["none"].steps[0], "en")
+    assert "草稿" in step_sentence(runs["chain"].steps[0], "zh")
+
+
+def test_summary_reads_a_run_and_a_partial_dict(runs):
+    table = summary_markdown(runs["chain"].to_dict(), "en")
+    assert f"| New tokens | {runs['chain'].new_tokens} |" in table
+    assert "| KV blocks in use after | 0 |" in table
+    assert "| Wall time | – s |" in summary_markdown({}, "en")
+
+
+def test_example_trace_is_a_real_tiny_run():
+    trace = read_trace(EXAMPLE_TRACE)
+    assert trace.header["preset"] == "tiny" and trace.header["drafter"] == "draft"
+    assert trace.steps and trace.summary["new_tokens"] == trace.steps[-1].new_tokens_total
+    assert tree_figure(trace.steps[-1], "zh").data
+
+
+def test_stopping_a_run_returns_its_kv_blocks():
+    from app.controls import run_request
+    from app.session import Run, Session
+
+    run = Run(run_request("en", ["tiny"], "我爱", "tiny", "draft", 3, 2, 0, 0, 40))
+    for _ in range(3):
+        run.step()
+    run.stop()
+    assert run.done and run.step() is None
+    assert run.result.stop_reason == "cancelled"
+    assert run.result.kv["blocks_in_use_after"] == 0
+    assert len(run.result.steps) == 3
+    session = Session()
+    path = session.save_trace(run)
+    assert len(read_trace(path).steps) == 3
+    session.close()
+    assert not Path(path).exists()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("k", 0, "k: draft length / tree depth must be a number from 1 to 16"),
+    ("k", "x", "must be a number"),
+    ("k", 2.5, "must be a whole number"),
+    ("width", 9, "Tree width (1 = chain) must be a number from 1 to 8"),
+    ("temperature", -1, "Temperature must be"),
+    ("seed", None, "Seed must be"),
+    ("prompt", "  ", "the prompt is empty"),
+    ("preset", "../../etc", "cannot be"),
+    ("drafter", "magic", "cannot be"),
+])
+def test_controls_refuse_bad_values_with_a_message(field, value, message):
+    from app.controls import run_request
+
+    values = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
+                  max_new_tokens=16)
+    values[field] = value
+    with pytest.raises(UserError, match=re.escape(message)):
+        run_request("en", ["tiny"], **values)
+
+
+def test_compare_requests_put_the_baseline_first():
+    from app.controls import compare_requests
+
+    requests = compare_requests("en", ["tiny"], "hi", "tiny", ["draft", "ngram"], "4, 2x3", 0, 0, 16)
+    assert [r.label() for r in requests] == ["none", "draft · k=4", "draft · tree 2x3", "ngram · k=4",
+                                             "ngram · tree 2x3"]
+    with pytest.raises(UserError, match="draft shapes"):
+        compare_requests("en", ["tiny"], "hi", "tiny", ["draft"], "4, big", 0, 0, 16)
+    with pytest.raises(UserError, match="at least one drafter"):
+        compare_requests("en", ["tiny"], "hi", "tiny", [], "4", 0, 0, 16)
+
+
+def test_every_text_exists_in_both_languages_with_the_same_fields():
+    names = lambda s: {f[1] for f in string.Formatter().parse(s) if f[1]}  # noqa: E731
+    for key, (zh, en) in TEXT.items():
+        assert zh and en, key
+        assert names(zh) == names(en), key
+
+
+def test_lesson_frames_tell_the_article_example():
+    from app.lesson import FRAMES, frame_caption, frame_figure, lesson_text
+
+    texts = lambda fig: [x for trace in fig.data for x in (trace.text or [])]  # noqa: E731
+    assert len(frame_figure(0, "zh").data[1].text) == 4  # four forwards of the target alone
+    assert texts(frame_figure(1, "zh"))[1:] == ["爱", "中", "国", "EOS"]
+    assert "国" in texts(frame_figure(2, "en")) and "华" in texts(frame_figure(2, "en"))
+    for frame in range(FRAMES):
+        assert "Illustration" in frame_caption(frame, "en") and "示意图" in frame_caption(frame, "zh")
+    for lang in ("zh", "en"):
+        text = lesson_text(lang)
+        for word in ("Medusa", "EAGLE", "EAGLE-3", "memory-bound", "compute-bound", "1.38"):
+            assert word in text, (lang, word)
