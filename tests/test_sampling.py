@@ -10,25 +10,35 @@ from scipy.stats import chisquare
 
 from core import build_decoder
 
-TEMPERATURE = 1.0
-N = 1200
+# English prompts: the tiny target's Chinese is too spread out for N runs to fill the bins.
+
+TEMPERATURE = 0.8
+N = 600
 
 
 @torch.inference_mode()
-def exact_joint(loaded, prompt_ids, temperature=TEMPERATURE, mass=0.999):
-    """{(x1, x2): probability} for the first two tokens (x2 None after an end-of-sequence x1)."""
+def exact_joint(loaded, prompt_ids, temperature=TEMPERATURE, mass=0.995, max_first=256):
+    """{(x1, x2): probability} for the first two tokens (x2 None after an end-of-sequence x1).
+
+    First tokens are taken in order of probability until ``mass`` is covered (at most
+    ``max_first``); the rest of the law falls into the pooled bin of the chi-square test.
+    """
     model = loaded.model
     p1 = torch.softmax(model(torch.tensor([prompt_ids])).logits[0, -1] / temperature, dim=-1)
     order = torch.argsort(p1, descending=True)
-    keep = order[: int((p1[order].cumsum(0) < mass).sum()) + 1].tolist()
+    n_first = min(int((p1[order].cumsum(0) < mass).sum()) + 1, max_first)
+    first = order[:n_first].tolist()
+    # one batched forward: the prompt followed by each candidate first token
+    batch = torch.tensor([prompt_ids + [x1] for x1 in first])
+    p2 = torch.softmax(model(batch).logits[:, -1] / temperature, dim=-1)  # [n_first, vocab]
     joint = {}
-    for x1 in keep:
+    for row, x1 in enumerate(first):
         if x1 in loaded.eos_ids:
             joint[(x1, None)] = p1[x1].item()
             continue
-        p2 = torch.softmax(model(torch.tensor([prompt_ids + [x1]])).logits[0, -1] / temperature, dim=-1)
-        for x2 in torch.nonzero(p2 * p1[x1] > 1e-6).flatten().tolist():
-            joint[(x1, x2)] = (p1[x1] * p2[x2]).item()
+        pair = p1[x1] * p2[row]
+        for x2 in torch.nonzero(pair > 1e-6).flatten().tolist():
+            joint[(x1, x2)] = pair[x2].item()
     return joint
 
 
@@ -59,7 +69,7 @@ def sample_pairs(prompt, drafter, **shape):
 @pytest.mark.parametrize(
     "prompt,drafter,shape",
     [
-        ("我爱", "draft", {"k": 2}),
+        ("And God said", "draft", {"k": 2}),
         ("It is a truth", "draft", {"tree": "2x2"}),
         ("one two three one two three one two", "ngram", {"k": 2}),
     ],
@@ -79,7 +89,7 @@ def test_the_check_rejects_the_draft_models_own_law(tiny):
     """Negative control: samples from the draft's law (what accepting every draft token would give)
     fail the same check against the target."""
     target, draft = tiny
-    ids = target.tokenizer("我爱").input_ids
+    ids = target.tokenizer("And God said").input_ids
     target_joint = exact_joint(target, ids)
     draft_joint = exact_joint(draft, ids)
     keys = list(draft_joint)
