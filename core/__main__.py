@@ -92,18 +92,25 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_arguments(sub.add_parser("generate", help="decode one prompt speculatively"))
     add_bench_arguments(sub.add_parser("bench", help="measure drafters side by side (and transformers' generate)"))
-    train = sub.add_parser("train", help="train the tiny model family")
+    train = sub.add_parser("train", help="train the tiny model family or a learned drafter for a target")
     train_sub = train.add_subparsers(dest="what", required=True)
-    from .train import tiny
+    from .train import draft_sizes, eagle, medusa, tiny
 
     tiny.add_arguments(train_sub.add_parser("tiny", help="train the embedded tiny target and draft"))
+    draft_sizes.add_arguments(train_sub.add_parser("draft-sizes", help="train more sizes of the tiny draft"))
+    medusa.add_arguments(train_sub.add_parser("medusa", help="train Medusa heads for a target"))
+    eagle.add_arguments(train_sub.add_parser("eagle", help="train an EAGLE feature drafter for a target"), "eagle")
+    eagle.add_arguments(train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (fused layers, training-time "
+                                                            "test) for a target"), "eagle3")
+    trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
+                "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)
     try:
         if args.command == "generate":
             return run_generate(args)
         if args.command == "bench":
             return run_bench(args)
-        return tiny.run(args)
+        return trainers[args.what](args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

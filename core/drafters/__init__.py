@@ -4,6 +4,8 @@ from __future__ import annotations
 from ..errors import UserError
 from .base import DraftShape, Drafter, ProposeContext
 from .draft_model import DraftModelDrafter
+from .eagle import Eagle3Drafter, EagleDrafter
+from .medusa import MedusaDrafter
 from .ngram import NgramDrafter
 from .none import NoDrafter
 
@@ -11,6 +13,9 @@ DRAFTERS: dict[str, type] = {
     "none": NoDrafter,
     "draft": DraftModelDrafter,
     "ngram": NgramDrafter,
+    "medusa": MedusaDrafter,
+    "eagle": EagleDrafter,
+    "eagle3": Eagle3Drafter,
 }
 NEEDS_DRAFT_MODEL = {"draft"}
 

@@ -1,0 +1,229 @@
+"""``eagle`` and ``eagle3``: the EAGLE feature drafter with EAGLE-2's dynamic draft tree.
+
+The drafter network (``eagle_net``) pairs the target's feature at position t with token t+1.
+When a step starts, the root -- the last committed token -- has no target feature yet, but the
+feature of the token before it does: the pair (that feature, root) gives the root's next-token
+guess. Each step:
+
+1. **catch up** -- feed the pairs whose target features arrived since the last step (one
+   forward); these entries stay in the drafter's paged KV cache;
+2. **expand** (EAGLE-2) -- at depth 1 take the root's ``top_k`` children; at each further
+   depth feed the ``top_k`` nodes of the previous depth with the best cumulative confidence
+   (product of draft probabilities along the path) and give each its ``top_k`` children;
+3. **prune** -- keep the ``nodes`` best nodes by cumulative confidence (a kept node's parent is
+   always kept) for the target's single verify forward.
+
+Entries written while expanding were computed from the drafter's own guessed features; they
+are dropped after the verify, and the next catch-up recomputes the accepted positions from the
+target's true features. ``last_expansion`` keeps the whole scored tree before pruning.
+
+Greedy (temperature 0) proposes the top-k tokens. With sampling, the tree is still chosen
+deterministically from the (temperature-scaled) draft probabilities -- a tree shape that
+depended on random draws would bias the output -- and each node's draft law is one-hot on its
+token, so the engine's recursive rejection sampling stays exact (as in EAGLE-2's reference
+code, where q = 1 for drafted tokens).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import UserError
+from ..kv_cache import PagedKVCache, RequestKV
+from ..tree import DraftTree
+from .base import MAX_TREE_NODES, MAX_WIDTH, DraftShape, Drafter, ProposeContext
+from .eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
+from .learned import default_folder, load_folder
+
+
+@dataclass
+class Expansion:
+    """Every node the drafter scored in one step, before pruning (candidate order: depth by depth).
+
+    ``scores`` are cumulative log draft probabilities (the confidence EAGLE-2 ranks by);
+    ``kept_as[i]`` is candidate i's node index in the proposed DraftTree, or -1 if pruned.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)  # candidate index, -1 = the root
+    depths: list[int] = field(default_factory=list)
+    probs: list[float] = field(default_factory=list)  # draft probability given the parent
+    scores: list[float] = field(default_factory=list)
+    expanded: list[bool] = field(default_factory=list)  # fed to the drafter to get children
+    kept_as: list[int] = field(default_factory=list)
+
+    def add(self, token: int, parent: int, depth: int, prob: float, score: float) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(depth)
+        self.probs.append(prob)
+        self.scores.append(score)
+        self.expanded.append(False)
+        self.kept_as.append(-1)
+        return len(self.tokens) - 1
+
+    def best(self, candidates: list[int], n: int) -> list[int]:
+        """The ``n`` candidates with the highest score (earlier first on ties)."""
+        return sorted(candidates, key=lambda i: (-self.scores[i], i))[:n]
+
+    def to_dict(self) -> dict:
+        return {
+            "tokens": self.tokens, "parents": self.parents, "depths": self.depths,
+            "probs": [round(p, 6) for p in self.probs], "scores": [round(s, 6) for s in self.scores],
+            "expanded": self.expanded, "kept_as": self.kept_as,
+        }
+
+
+def prune(expansion: Expansion, n: int) -> list[int]:
+    """The ``n`` best candidates whose parent is kept too, by score; parents before children."""
+    kept: set[int] = set()
+    for i in expansion.best(list(range(len(expansion.tokens))), len(expansion.tokens)):
+        if len(kept) == n:
+            break
+        if expansion.parents[i] < 0 or expansion.parents[i] in kept:
+            kept.add(i)
+    return sorted(kept, key=lambda i: (expansion.depths[i], i))
+
+
+class EagleDrafter(Drafter):
+    """EAGLE (-1 features, EAGLE-2 tree) trained for ``target``; weights from ``weights``.
+
+    The tree: depth ``shape.depth``; ``eagle_top_k`` children per expanded node and expanded
+    nodes per depth (default ``shape.width``); ``eagle_nodes`` nodes kept for the verify
+    (default: the full ``shape`` tree's size, at most what the expansion scores).
+    """
+
+    name = "eagle"
+
+    def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
+                 eagle_top_k: int | None = None, eagle_nodes: int | None = None, **_):
+        super().__init__(shape)
+        folder = weights or default_folder(target.path, self.name)
+        config, state = load_folder(folder, self.name, target.model)
+        net_config = FeatureDrafterConfig(**{**config["net"], "target_layers": tuple(config["net"]["target_layers"])})
+        embed = target.model.get_input_embeddings().weight
+        head = target.model.get_output_embeddings().weight
+        self.net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
+        self.net.load_state_dict(state)
+        self.net.to(device=head.device, dtype=head.dtype).eval()
+        self.hidden_layers = net_config.target_layers
+        self.model_path = str(folder)
+        self.block_size = block_size
+        self.depth = shape.depth
+        self.top_k = int(eagle_top_k or shape.width)
+        if not 1 <= self.top_k <= MAX_WIDTH:
+            raise UserError(f"eagle top-k must be between 1 and {MAX_WIDTH} (got {self.top_k})")
+        scored = self.top_k + (self.depth - 1) * self.top_k**2
+        self.num_nodes = int(eagle_nodes or min(shape.num_nodes, scored))
+        if not 1 <= self.num_nodes <= MAX_TREE_NODES:
+            raise UserError(f"eagle nodes must be between 1 and {MAX_TREE_NODES} (got {self.num_nodes})")
+        self.max_nodes = self.num_nodes
+        self.kv: RequestKV | None = None
+        self.last_expansion: Expansion | None = None
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        expanded_per_step = (self.depth - 1) * self.top_k
+        num_blocks = -(-(capacity_tokens + expanded_per_step) // self.block_size) + 1
+        pool = PagedKVCache(
+            num_layers=1, num_kv_heads=self.net.config.num_key_value_heads,
+            head_dim=self.net.config.hidden_size // self.net.config.num_attention_heads,
+            num_blocks=num_blocks, block_size=self.block_size,
+            dtype=self.net.head_weight.dtype, device=self.net.head_weight.device,
+        )
+        self.kv = pool.new_request()
+        self.waiting: list[torch.Tensor] = []  # fused target features not yet fed, [n, H] each
+        self.fed = 0  # committed positions whose pair the drafter cache holds
+        self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
+        self.last_expansion = None
+
+    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
+        with torch.inference_mode():
+            self.waiting.append(self.net.fuse_target(hidden))
+
+    @torch.inference_mode()
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        self.last_expansion = None
+        depth = min(self.depth, ctx.max_depth)
+        if depth <= 0 or not (self.waiting or self.fed):
+            return DraftTree()  # a one-token prompt: no target feature yet
+        root_out = self._catch_up(ctx.tokens)
+        expansion = self._expand(root_out, depth, ctx.temperature)
+        self.last_expansion = expansion
+        return self._tree(expansion, ctx.temperature)
+
+    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        self.kv.commit([])  # expansion entries used guessed features: recomputed from true ones next step
+
+    def stop(self) -> None:
+        if self.kv is not None:
+            self.kv.release_all()
+
+    def kv_summary(self) -> dict[str, int] | None:
+        return None if self.kv is None else self.kv.summary()
+
+    # ---- the three phases ----------------------------------------------------------------------
+    def _catch_up(self, tokens: list[int]) -> torch.Tensor:
+        """Feed pairs (feature t, token t+1) for the newly observed positions; returns the root's out [H]."""
+        if self.waiting:
+            features = torch.cat(self.waiting)  # [n, H]
+            self.waiting = []
+            new_tokens = tokens[self.fed + 1 : self.fed + 1 + len(features)]
+            self.root_out = run_segment(self.net, self.kv, features, new_tokens)[-1]
+            self.forwards += 1
+            self.kv.commit(list(range(len(features))))
+            self.fed += len(features)
+        return self.root_out
+
+    def _expand(self, root_out: torch.Tensor, depth: int, temperature: float) -> Expansion:
+        """EAGLE-2's expansion: score top_k children per fed node, feed the top_k best per depth."""
+        expansion = Expansion()
+        outputs = {-1: root_out}  # candidate -> drafter output at it (the feature guessed after it)
+        fed: list[int] = []  # candidates in drafter-cache write order
+        frontier = [-1]
+        for level in range(1, depth + 1):
+            logits = self.net.target_logits(torch.stack([outputs[c] for c in frontier])).float()  # [m, vocab]
+            logprobs = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)
+            top = torch.topk(logprobs, self.top_k, dim=-1)
+            level_nodes = []
+            for row, parent in enumerate(frontier):
+                base = 0.0 if parent < 0 else expansion.scores[parent]
+                for logprob, token in zip(top.values[row].tolist(), top.indices[row].tolist()):
+                    level_nodes.append(expansion.add(token, parent, level, math.exp(logprob), base + logprob))
+            if level == depth:
+                break
+            frontier = expansion.best(level_nodes, self.top_k)
+            segment_parents = [
+                -1 if expansion.parents[c] < 0 else fed.index(expansion.parents[c]) for c in fed + frontier
+            ]
+            features = torch.stack([outputs[expansion.parents[c]] for c in frontier])  # [top_k, H]
+            out = run_segment(self.net, self.kv, features, [expansion.tokens[c] for c in frontier], segment_parents)
+            self.forwards += 1
+            for c, row in zip(frontier, out):
+                outputs[c] = row
+                expansion.expanded[c] = True
+            fed += frontier
+        return expansion
+
+    def _tree(self, expansion: Expansion, temperature: float) -> DraftTree:
+        """The pruned expansion as a DraftTree (one-hot draft laws when sampling)."""
+        tree = DraftTree()
+        for c in prune(expansion, self.num_nodes):
+            parent = expansion.parents[c]
+            dist = None
+            if temperature > 0:
+                dist = torch.zeros(self.net.vocab_size)
+                dist[expansion.tokens[c]] = 1.0
+            expansion.kept_as[c] = tree.add(
+                expansion.tokens[c], -1 if parent < 0 else expansion.kept_as[parent], expansion.probs[c], dist,
+                proposer=f"{self.name}-d{expansion.depths[c]}",
+            )
+        return tree
+
+
+class Eagle3Drafter(EagleDrafter):
+    """EAGLE-3: the same drafting, with fused low/middle/high target features and a drafter
+    trained with training-time test; everything that differs is in its weights' config."""
+
+    name = "eagle3"

@@ -1,0 +1,135 @@
+"""The EAGLE feature drafter network, shared by ``eagle`` and ``eagle3`` (and their training).
+
+One decoder layer reads, at position t, the target's feature at t together with the embedding
+of token t+1, and outputs a feature for position t+1; the target's LM head (optionally cut
+down to a smaller draft vocabulary) turns it into a guess for token t+2. Drafting deeper feeds
+the drafter's own output back in as the next feature, so it runs autoregressively in feature
+space::
+
+    input   = combine([norm(embed(token t+1)), norm(feature t)])    2H -> H
+    out t   = DecoderLayer(input)                                    attention over earlier inputs
+    logits  = lm_head(out t)              (eagle: out is a predicted target feature)
+            = lm_head(norm(out t))        (eagle3: out is the drafter's own state)
+
+``eagle`` reads one target layer (the last, after the final norm) and learns to predict the
+next feature. ``eagle3`` fuses low, middle and high layers (``fuse``: 3H -> H) and is trained
+only on tokens, unrolled on its own outputs (training-time test, see ``core.train.eagle``).
+The target's embedding and LM head are borrowed, not copied: only the drafter's own weights
+are saved.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import LlamaConfig
+from transformers.cache_utils import Cache
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+from ..forward import chain_parents
+from ..kv_cache import RequestKV
+from ..tree import attention_mask, position_ids
+
+
+@dataclass(frozen=True)
+class FeatureDrafterConfig:
+    target_layers: tuple[int, ...]  # hidden_states indices read from the target (0 = embeddings)
+    hidden_size: int  # the target's
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+    output_norm: bool = False  # eagle3: a norm of its own before the LM head
+    draft_vocab_size: int | None = None  # None: the target's whole vocabulary
+
+    def llama_config(self) -> LlamaConfig:
+        config = LlamaConfig(
+            hidden_size=self.hidden_size, intermediate_size=self.intermediate_size, num_hidden_layers=1,
+            num_attention_heads=self.num_attention_heads, num_key_value_heads=self.num_key_value_heads,
+            max_position_embeddings=self.max_position_embeddings, rms_norm_eps=self.rms_norm_eps,
+            rope_theta=self.rope_theta,
+        )
+        config._attn_implementation = "sdpa"
+        return config
+
+
+class FeatureDrafterNet(nn.Module):
+    """The drafter; ``embed_weight`` [vocab, H] and ``head_weight`` [vocab, H] are the target's.
+
+    ``draft_vocab`` ([draft_vocab_size] target ids, or None) restricts the LM head to those rows.
+    """
+
+    def __init__(self, config: FeatureDrafterConfig, embed_weight: torch.Tensor, head_weight: torch.Tensor,
+                 draft_vocab: torch.Tensor | None = None):
+        super().__init__()
+        self.config = config
+        hidden = config.hidden_size
+        llama = config.llama_config()
+        n_layers = len(config.target_layers)
+        self.fuse = nn.Linear(n_layers * hidden, hidden, bias=False) if n_layers > 1 else None
+        self.token_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+        self.feature_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+        self.combine = nn.Linear(2 * hidden, hidden, bias=False)
+        self.layer = LlamaDecoderLayer(llama, layer_idx=0)
+        self.rotary = LlamaRotaryEmbedding(llama)
+        self.norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps) if config.output_norm else None
+        self.vocab_size = head_weight.shape[0]
+        if config.draft_vocab_size is not None:
+            if draft_vocab is None or len(draft_vocab) != config.draft_vocab_size:
+                raise ValueError("draft_vocab must list draft_vocab_size target ids")
+            self.register_buffer("draft_vocab", draft_vocab.to(torch.long))
+            head_weight = head_weight[draft_vocab]
+        else:
+            self.draft_vocab = None
+        self.embed_weight = embed_weight.detach()  # plain tensors: borrowed from the target, not saved
+        self.head_weight = head_weight.detach()  # [draft vocab, H]
+
+    def fuse_target(self, hidden: list[torch.Tensor]) -> torch.Tensor:
+        """The target's hidden states at ``target_layers`` (each [..., H]) -> the input feature [..., H]."""
+        if self.fuse is None:
+            return hidden[0]
+        return self.fuse(torch.cat(hidden, dim=-1))
+
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+                mask: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+        """features [B, n, H] (feature of position t), tokens [B, n] (token t+1), positions [B, n] (t),
+        mask [B or 1, 1, n, n_cached + n] additive -> out [B, n, H] (the feature guessed for t+1)."""
+        embedded = F.embedding(tokens, self.embed_weight)
+        x = self.combine(torch.cat([self.token_norm(embedded), self.feature_norm(features)], dim=-1))
+        rope = self.rotary(x, positions)
+        return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache,
+                          use_cache=cache is not None, position_embeddings=rope)
+
+    def draft_logits(self, out: torch.Tensor) -> torch.Tensor:
+        """out [..., H] -> logits over the draft vocabulary [..., draft vocab]."""
+        return (out if self.norm is None else self.norm(out)) @ self.head_weight.T
+
+    def target_logits(self, out: torch.Tensor) -> torch.Tensor:
+        """out [..., H] -> logits over the target's vocabulary [..., vocab] (-inf outside the draft vocabulary)."""
+        logits = self.draft_logits(out)
+        if self.draft_vocab is None:
+            return logits
+        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.draft_vocab, logits)
+
+
+def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, tokens: list[int],
+                segment_parents: list[int] | None = None) -> torch.Tensor:
+    """Feed ``(features[i], tokens[i])`` pairs through the drafter with its paged cache.
+
+    Like ``core.forward.forward_segment``: ``segment_parents`` covers the entries already pending
+    this step followed by the new ones (default: a plain chain). features [n, H] -> out [n, H].
+    """
+    n = len(tokens)
+    parents = chain_parents(n) if segment_parents is None else segment_parents
+    n_prefix = len(kv.committed)
+    device = features.device
+    mask = attention_mask(n_prefix, parents, n, dtype=features.dtype, device=device)
+    positions = position_ids(n_prefix, parents, n, device=device)
+    cache = kv.begin_forward(kv.allocate(n))
+    token_ids = torch.tensor([tokens], dtype=torch.long, device=device)
+    return net(features[None], token_ids, positions, mask, cache)[0]

@@ -1,0 +1,84 @@
+"""Weights of the learned drafters (Medusa heads, EAGLE layers): where they live, how they are
+saved and loaded, and the check that they were trained for the target in use.
+
+A learned drafter folder holds ``config.json`` and ``model.safetensors``. It stores only what
+was trained: the target's embedding and LM head are read from the target at load time, so a
+folder is a few MB. By default it sits next to the target it was trained for, e.g.
+``assets/tiny/target`` -> ``assets/tiny/medusa``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import weakref
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..errors import UserError
+
+
+def default_folder(target_path: str, kind: str) -> Path:
+    """``<target folder>/../<kind>``: where ``python -m core train <kind>`` writes by default."""
+    return Path(target_path).resolve().parent / kind
+
+
+_fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> fingerprint
+
+
+def target_fingerprint(model) -> dict:
+    """What identifies a target for its drafters: shape, vocabulary and a hash of its LM head.
+
+    The hash is taken over bf16-rounded values, so one target loaded in fp32 on CPU or bf16 on
+    CUDA gives the same fingerprint. Computed once per loaded model (targets are frozen).
+    """
+    if model not in _fingerprints:
+        _fingerprints[model] = _fingerprint(model)
+    return _fingerprints[model]
+
+
+def _fingerprint(model) -> dict:
+    config = model.config.get_text_config()
+    head = model.get_output_embeddings().weight.detach()
+    rows = head[:: max(1, head.shape[0] // 512)]  # a sample of rows keeps this cheap for big vocabularies
+    digest = hashlib.sha256(rows.to("cpu", torch.bfloat16).view(torch.int16).numpy().tobytes()).hexdigest()
+    return {
+        "hidden_size": int(config.hidden_size),
+        "num_hidden_layers": int(config.num_hidden_layers),
+        "vocab_size": int(head.shape[0]),
+        "lm_head_sha256": digest[:16],
+    }
+
+
+def save_folder(folder: Path, config: dict, module: torch.nn.Module) -> None:
+    """Write ``config.json`` and the module's own weights (``model.safetensors``) into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in module.state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def load_folder(folder: str | Path, kind: str, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Read a drafter folder of ``kind`` and check it was trained for ``target_model``.
+
+    Returns (config, state_dict on CPU). Raises UserError, naming the training command, when the
+    folder is missing, holds another kind of drafter, or was trained for another target.
+    """
+    folder = Path(folder)
+    config_file, weights_file = folder / "config.json", folder / "model.safetensors"
+    if not (config_file.is_file() and weights_file.is_file()):
+        raise UserError(
+            f"no trained {kind} weights in {folder}: train them with "
+            f"`python -m core train {kind} --target <target folder>` or pass --drafter-weights"
+        )
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    if config.get("kind") != kind:
+        raise UserError(f"{folder} holds {config.get('kind')!r} weights, not {kind!r}")
+    expected = target_fingerprint(target_model)
+    if config.get("target") != expected:
+        raise UserError(
+            f"the {kind} weights in {folder} were trained for another target "
+            f"({config.get('target')} != {expected}); retrain them for this target"
+        )
+    return config, load_file(str(weights_file))

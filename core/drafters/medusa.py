@@ -1,0 +1,171 @@
+"""``medusa``: extra decoding heads on the target's last hidden state; no second model to deploy.
+
+Head i is a residual block followed by an LM head (the target's, shared, unless trained with
+its own). Read at the hidden state of position t -- whose own LM head gives token t+1, the next
+root -- head i guesses token t+2+i: head 0 proposes the tree's depth 1, head 1 depth 2, ...
+All heads read the same hidden state, so one cheap head pass drafts the whole tree.
+
+The tree is static, written as Medusa's ``medusa_choices``: a list of paths of ranks, e.g.
+``[[0], [1], [0, 0]]`` = head 0's top-1 and top-2 under the root, and head 1's top-1 under the
+first. Greedy: rank r is the head's r-th most likely token. Sampling: rank r is the r-th draw
+without replacement from the head's law (the structure does not depend on the draws, so the
+engine's recursive rejection sampling stays exact).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import UserError
+from ..tree import DraftTree
+from .base import MAX_TREE_NODES, DraftShape, Drafter, ProposeContext, pick_children
+from .learned import default_folder, load_folder
+
+MAX_RANK = 32
+
+Choices = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class MedusaConfig:
+    num_heads: int
+    hidden_size: int
+    own_lm_head: bool = False  # each head trains its own LM head (initialised from the target's)
+
+
+class ResBlock(nn.Module):
+    """h + SiLU(W h + b), zero-initialised so a fresh head starts as the target's own LM head."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.linear = nn.Linear(hidden_size, hidden_size)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden + F.silu(self.linear(hidden))
+
+
+class MedusaHeads(nn.Module):
+    """K heads; ``forward(hidden [..., H]) -> logits [..., K, vocab]``."""
+
+    def __init__(self, config: MedusaConfig, target_head_weight: torch.Tensor):
+        super().__init__()
+        self.config = config
+        self.blocks = nn.ModuleList(ResBlock(config.hidden_size) for _ in range(config.num_heads))
+        if config.own_lm_head:
+            self.lm_heads = nn.Parameter(target_head_weight.detach().clone().repeat(config.num_heads, 1, 1))
+        else:
+            self.lm_heads = None
+            self.shared_head = target_head_weight.detach()  # [vocab, H], the target's; not saved
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        per_head = torch.stack([block(hidden) for block in self.blocks], dim=-2)  # [..., K, H]
+        if self.lm_heads is None:
+            return per_head @ self.shared_head.T  # [..., K, vocab]
+        return torch.einsum("...kh,kvh->...kv", per_head, self.lm_heads)
+
+
+# ---- the static tree -----------------------------------------------------------------------
+def parse_choices(spec) -> Choices:
+    """Medusa choices from a JSON string or a list of paths; sorted parents-first and validated."""
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError:
+            raise UserError(f"medusa choices must be JSON like [[0], [1], [0, 0]] (got {spec!r})") from None
+    try:
+        paths = sorted({tuple(int(r) for r in path) for path in spec}, key=lambda p: (len(p), p))
+    except (TypeError, ValueError):
+        raise UserError("medusa choices must be a list of lists of ranks, e.g. [[0], [1], [0, 0]]") from None
+    if not paths or len(paths) > MAX_TREE_NODES:
+        raise UserError(f"medusa choices must hold between 1 and {MAX_TREE_NODES} paths (got {len(paths)})")
+    known = set(paths)
+    for path in paths:
+        if not path or not all(0 <= r < MAX_RANK for r in path):
+            raise UserError(f"a medusa path is a non-empty list of ranks in 0..{MAX_RANK - 1} (got {list(path)})")
+        if len(path) > 1 and path[:-1] not in known:
+            raise UserError(f"medusa path {list(path)} has no parent {list(path[:-1])} in the choices")
+    return tuple(paths)
+
+
+def choices_for_shape(shape: DraftShape, num_heads: int) -> Choices:
+    """The full ``width``-ary tree of ``shape`` (a chain when width is 1), no deeper than the heads reach."""
+    paths: list[tuple[int, ...]] = []
+    level: list[tuple[int, ...]] = [()]
+    for _ in range(min(shape.depth, num_heads)):
+        level = [parent + (rank,) for parent in level for rank in range(shape.width)]
+        paths += level
+    return tuple(paths)
+
+
+def build_tree(choices: Choices, head_logits: torch.Tensor, max_depth: int, temperature: float,
+               generator: torch.Generator) -> DraftTree:
+    """Turn the heads' guesses into the static tree ``choices`` (paths deeper than ``max_depth`` dropped).
+
+    head_logits: [K, vocab], row i from head i (depth i + 1).
+    """
+    widths: dict[tuple[int, ...], int] = {}
+    for path in choices:
+        widths[path[:-1]] = max(widths.get(path[:-1], 0), path[-1] + 1)
+    tree = DraftTree()
+    node_of: dict[tuple[int, ...], int] = {(): -1}
+    draws: dict[tuple[int, ...], list] = {}
+    for path in choices:
+        parent, rank, depth = path[:-1], path[-1], len(path)
+        if depth > min(max_depth, head_logits.shape[0]) or parent not in node_of:
+            continue
+        if parent not in draws:
+            draws[parent] = pick_children(head_logits[depth - 1], widths[parent], temperature, generator)
+        if rank < len(draws[parent]):  # sampling stops early when the law has no mass left
+            token, prob, dist = draws[parent][rank]
+            node_of[path] = tree.add(token, node_of[parent], prob, dist, proposer=f"medusa-head{depth - 1}")
+    return tree
+
+
+# ---- the drafter ----------------------------------------------------------------------------
+class MedusaDrafter(Drafter):
+    """Medusa heads trained for ``target``; weights from ``weights`` (default: next to the target).
+
+    ``medusa_choices``: None drafts the engine's shape (chain or full WxD tree); "tuned" the sparse
+    tree chosen at training time from held-out head accuracies; or explicit paths (JSON or list).
+    """
+
+    name = "medusa"
+    hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
+
+    def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None, **_):
+        super().__init__(shape)
+        folder = weights or default_folder(target.path, "medusa")
+        config, state = load_folder(folder, "medusa", target.model)
+        head_weight = target.model.get_output_embeddings().weight
+        self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight)
+        self.heads.load_state_dict(state)
+        self.heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
+        self.model_path = str(folder)
+        if medusa_choices is None:
+            self.choices = choices_for_shape(shape, self.heads.config.num_heads)
+        elif medusa_choices == "tuned":
+            self.choices = parse_choices(config["tree"])
+        else:
+            self.choices = parse_choices(medusa_choices)
+        self.max_nodes = len(self.choices)
+        self.feature: torch.Tensor | None = None
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        self.feature = None
+
+    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
+        self.feature = hidden[0][-1]  # [H] at the newest committed position
+
+    @torch.inference_mode()
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        if self.feature is None or ctx.max_depth <= 0:
+            return DraftTree()  # a one-token prompt: no hidden state yet
+        head_logits = self.heads(self.feature).float()  # [K, vocab]
+        self.forwards += 1
+        return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator)

@@ -1,0 +1,96 @@
+"""More sizes of the tiny family's independent draft, for the draft-size trade-off.
+
+    python -m core train draft-sizes --preset tiny [--sizes draft-xs,draft-l] [--steps 300] [--seed 0]
+
+A draft too small guesses badly; one too large eats the saving. Each size here is trained
+with the tiny trainer's own functions and recipe -- same tokenizer, corpus mix and
+distillation from the target as the shipped ``draft`` -- only the shape and the number of
+steps differ. Each is written as a transformers folder next to the target (``draft-xs``,
+``draft-l``, ...), with its parameters, held-out loss and training time in
+``draft_sizes.json`` beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ..models import resolve_preset
+from .corpus import build_corpus
+from .tiny import (
+    TrainConfig,
+    build_model,
+    count_parameters,
+    greedy_agreement,
+    heldout_loss,
+    heldout_prompts,
+    random_batches,
+    source_weights,
+    token_streams,
+    train_lm,
+)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+SIZES = {
+    "draft-xs": dict(hidden_size=48, intermediate_size=128, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=2),
+    "draft-l": dict(hidden_size=192, intermediate_size=512, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=4),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``python -m core train draft-sizes``."""
+    parser.add_argument("--preset", default="tiny", help="preset whose target the drafts distil (default tiny)")
+    parser.add_argument("--sizes", default=",".join(SIZES), help=f"which sizes (default {','.join(SIZES)})")
+    parser.add_argument("--steps", type=int, default=300, help="optimiser steps per draft (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for init and data order (default 0)")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="where the corpus text is cached")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train each requested size into ``<target folder>/../<size>``; returns an exit code."""
+    torch.set_num_threads(args.threads)
+    target_path = Path(resolve_preset(args.preset).target)
+    tokenizer = AutoTokenizer.from_pretrained(target_path)
+    target = AutoModelForCausalLM.from_pretrained(target_path).eval()
+    corpus = build_corpus(args.cache_dir)
+    streams = token_streams(corpus.train, tokenizer)
+    heldout_streams = token_streams(corpus.heldout, tokenizer)
+    stats_file = target_path.parent / "draft_sizes.json"
+    stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.exists() else {}
+    for name in args.sizes.split(","):
+        config = TrainConfig(steps=args.steps, distill_weight=0.5)
+        torch.manual_seed(args.seed)
+        model = build_model(SIZES[name], tokenizer)
+        generator = torch.Generator().manual_seed(args.seed)
+        batches = random_batches(streams, source_weights(streams), config.batch_size, config.seq_len, generator)
+        seconds = train_lm(model, batches, config, name=name, teacher=target)
+        losses = heldout_loss(model, heldout_streams, config.seq_len)
+        agreement = greedy_agreement(target, model, heldout_prompts(corpus.heldout, tokenizer))
+        model.save_pretrained(target_path.parent / name)
+        for file in TOKENIZER_FILES:  # byte for byte the target's tokenizer
+            shutil.copyfile(target_path / file, target_path.parent / name / file)
+        stats[name] = {
+            "parameters": count_parameters(model), "shape": SIZES[name], "train": asdict(config), "seed": args.seed,
+            "train_seconds": round(seconds, 1), "heldout_loss": {k: round(v, 4) for k, v in losses.items()},
+            "heldout_perplexity": {k: round(math.exp(v), 2) for k, v in losses.items()},
+            "greedy_top1_agreement": round(agreement, 4),
+        }
+        print(f"[{name}] {stats[name]}", file=sys.stderr)
+        stats_file.write_text(json.dumps(stats, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m core.train.draft_sizes", description=__doc__)
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -1,0 +1,258 @@
+"""Train the EAGLE feature drafter for a target.
+
+    python -m core train eagle  --preset tiny [--seed 0]      # EAGLE(-2): last-layer feature
+    python -m core train eagle3 --preset tiny [--seed 0]      # EAGLE-3: fused features + training-time test
+
+Both learn the target's own next-token law (its top-k probabilities) for token t+2 from the
+pair (target feature at t, token t+1). ``eagle`` also regresses its output onto the target's
+next feature (EAGLE's feature loss), since at inference that output is fed back as a feature.
+
+**Training-time test** (``--ttt-steps J``, EAGLE-3's default here is 4): after the ordinary
+teacher-forced pass, the drafter is unrolled J-1 more times on its own outputs, exactly as it
+drafts at inference. Unroll step j, for every anchor t at once, feeds (the drafter's own
+output of step j-1 at t, token t+j) at position t+j-1; it attends to the step-1 entries up
+to t -- the positions whose true target features are known -- and to its own chain at t::
+
+    keys:        step 1 (true features)      step 2 ...   step j
+    anchor t:    s <= t (causal)             s == t       s == t      (one diagonal per step)
+
+Its output is trained on the target's law for token t+j+1. The drafter thus learns from the
+states it really meets when drafting deep, instead of only from perfect target features.
+``--ttt-steps 1`` trains the same drafter without it (the ablation in docs/drafters.md).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+from torch.nn import functional as F
+from transformers.cache_utils import DynamicCache
+
+from ..drafters.base import DraftShape
+from ..errors import UserError
+from ..drafters.eagle import Eagle3Drafter, EagleDrafter
+from ..drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet
+from ..drafters.learned import save_folder, target_fingerprint
+from . import heldout
+from .features import DataSettings, DrafterData, add_common_arguments, prepare, soft_cross_entropy, training_record
+from .tiny import TrainConfig, lr_factor
+
+DRAFTERS = {"eagle": EagleDrafter, "eagle3": Eagle3Drafter}
+EVAL_DEPTH = 6  # unroll depth of the held-out chain accuracy
+
+
+def default_layers(kind: str, num_layers: int) -> tuple[int, ...]:
+    """eagle: the last layer (after the final norm); eagle3: low, middle and that last layer."""
+    return (num_layers,) if kind == "eagle" else (1, num_layers // 2, num_layers)
+
+
+def draft_vocabulary(data: DrafterData, choice: str, vocab_size: int) -> torch.Tensor | None:
+    """Target ids the drafter's LM head keeps, sorted; None keeps the whole vocabulary.
+
+    ``choice``: "all"; a number N (the N tokens the target chooses most often in ``data``); or
+    "auto", the fewest such tokens, in multiples of 256, that cover 99.9% of its greedy choices.
+    """
+    if choice == "all":
+        return None
+    counts = torch.bincount(data.greedy.flatten(), minlength=vocab_size)
+    if choice == "auto":
+        covered = counts.sort(descending=True).values.cumsum(0) / counts.sum()
+        size = min(vocab_size, -(-(int((covered < 0.999).sum()) + 1) // 256) * 256)
+    else:
+        size = int(choice)
+    if not 1 <= size <= vocab_size:
+        raise UserError(f"--draft-vocab must be all, auto or a number between 1 and {vocab_size} (got {choice})")
+    return None if size == vocab_size else torch.sort(torch.topk(counts, size).indices).values
+
+
+def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size: int | None = None,
+            draft_vocab: torch.Tensor | None = None) -> FeatureDrafterNet:
+    """A fresh drafter for ``target_model``: one decoder layer shaped like the target's."""
+    config = target_model.config.get_text_config()
+    net_config = FeatureDrafterConfig(
+        target_layers=tuple(layers), hidden_size=config.hidden_size,
+        intermediate_size=intermediate_size or config.intermediate_size,
+        num_attention_heads=config.num_attention_heads, num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        rope_theta=float(config.rope_parameters["rope_theta"]), rms_norm_eps=config.rms_norm_eps,
+        output_norm=kind == "eagle3", draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
+    )
+    embed = target_model.get_input_embeddings().weight
+    head = target_model.get_output_embeddings().weight
+    return FeatureDrafterNet(net_config, embed, head, draft_vocab)
+
+
+# ---- the unrolled forward ------------------------------------------------------------------
+def unroll_mask(n: int, step: int, dtype=torch.float32) -> torch.Tensor:
+    """[1, 1, n, step * n] additive mask of unroll ``step`` (1-based): causal over the step-1
+    block, then the diagonal of every later step's block (each anchor sees its own chain)."""
+    allowed = torch.zeros(n, step * n, dtype=torch.bool)
+    allowed[:, :n] = torch.ones(n, n, dtype=torch.bool).tril()
+    for block in range(1, step):
+        allowed[:, block * n : (block + 1) * n] = torch.eye(n, dtype=torch.bool)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def unroll(net: FeatureDrafterNet, features: torch.Tensor, tokens: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """Outputs of unroll steps 1..``steps`` for every anchor t = 0..T-2.
+
+    features [B, T, H] (fused target features), tokens [B, T] -> ``steps`` tensors [B, T-1, H];
+    entry t of step j is the drafter's guess of the feature at position t+j, made from the true
+    features up to t and its own outputs after. Tokens past the end are padded (their outputs
+    are not trained on).
+    """
+    batch, length = tokens.shape
+    n = length - 1
+    anchors = torch.arange(n)
+    cache = DynamicCache()
+    outputs = []
+    out = features[:, :n]
+    for step in range(1, steps + 1):
+        step_tokens = F.pad(tokens[:, step:], (0, step - 1))  # token t+step for anchor t
+        positions = (anchors + step - 1)[None].expand(batch, n)
+        out = net(out, step_tokens, positions, unroll_mask(n, step, features.dtype), cache)
+        outputs.append(out)
+    return outputs
+
+
+def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor, steps: int,
+                  feature_weight: float, vocab_index: torch.Tensor | None) -> torch.Tensor:
+    """Mean over unroll steps of the token loss (+ the feature loss for ``eagle``) on ``rows``."""
+    features = net.fuse_target(data.layers(net.config.target_layers, rows))  # [B, T, H]
+    if feature_weight > 0:
+        true_features = data.layers((data.hidden.shape[2],), rows)[0]  # [B, T, H] last layer, after the norm
+    length = data.tokens.shape[1]
+    losses = []
+    for step, out in enumerate(unroll(net, features, data.tokens[rows], steps), start=1):
+        valid = length - step  # anchors whose label (position t+step) exists
+        logits = net.draft_logits(out[:, :valid]).flatten(0, 1)  # [B * valid, draft vocab]
+        ids = data.top_ids[rows, step:].flatten(0, 1)
+        probs = data.top_probs[rows, step:].flatten(0, 1)
+        if vocab_index is not None:  # target ids -> draft vocabulary rows; ids outside get no weight
+            probs = probs * (vocab_index[ids] >= 0)
+            ids = vocab_index[ids].clamp_min(0)
+            keep = probs[:, 0] > 0  # the greedy token must be draftable
+            logits, ids, probs = logits[keep], ids[keep], probs[keep]
+        loss = soft_cross_entropy(logits, ids, probs)
+        if feature_weight > 0:
+            loss = loss + feature_weight * F.smooth_l1_loss(out[:, :valid], true_features[:, step:])
+        losses.append(loss)
+    return torch.stack(losses).mean()
+
+
+def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, steps: int, feature_weight: float,
+              generator: torch.Generator, name: str = "eagle") -> float:
+    """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds."""
+    vocab_index = None
+    if net.draft_vocab is not None:
+        vocab_index = torch.full((net.vocab_size,), -1, dtype=torch.long)
+        vocab_index[net.draft_vocab] = torch.arange(len(net.draft_vocab))
+    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
+    start = time.perf_counter()
+    net.train()
+    for step in range(config.steps):
+        rows = torch.randint(len(data), (config.batch_size,), generator=generator)
+        loss = unrolled_loss(net, data, rows, steps, feature_weight, vocab_index)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if step % 25 == 0 or step == config.steps - 1:
+            elapsed = time.perf_counter() - start
+            print(f"[{name}] step {step + 1}/{config.steps} loss {loss.item():.3f} elapsed {elapsed:.0f} s "
+                  f"ETA {elapsed / (step + 1) * (config.steps - step - 1):.0f} s", file=sys.stderr, flush=True)
+    net.eval()
+    return time.perf_counter() - start
+
+
+@torch.inference_mode()
+def chain_accuracy(net: FeatureDrafterNet, data: DrafterData, prompt_len: int, depth: int = EVAL_DEPTH) -> dict:
+    """Greedy chain drafting replayed on held-out greedy text, for every anchor after the prompt.
+
+    ``accepted[j]``: share of anchors whose chain is right up to depth j+1 (what greedy
+    verification of a depth-``depth`` chain would accept); ``conditional[j]``: the same given
+    depth j was right -- flat when errors do not build up, falling when they do.
+    """
+    rows = torch.arange(len(data))
+    features = net.fuse_target(data.layers(net.config.target_layers, rows))
+    outputs = unroll(net, features, data.tokens, depth)
+    length = data.tokens.shape[1]
+    anchors = torch.arange(prompt_len - 1, length - depth)
+    correct = torch.stack([
+        net.target_logits(out[:, anchors]).argmax(-1) == data.greedy[:, anchors + step]
+        for step, out in enumerate(outputs, start=1)
+    ], dim=-1)  # [N, anchors, depth]
+    accepted = correct.long().cumprod(-1).float().mean(dim=(0, 1))
+    conditional = accepted / torch.cat([torch.ones(1), accepted[:-1]])
+    return {"accepted": [round(float(a), 4) for a in accepted], "conditional": [round(float(c), 4) for c in conditional]}
+
+
+# ---- command line ----------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
+    """Options of ``python -m core train eagle`` (``kind="eagle3"`` for ``train eagle3``)."""
+    parser.set_defaults(kind=kind)
+    add_common_arguments(parser, steps=300, batch=8, lr=2e-3)
+    parser.add_argument("--ttt-steps", type=int, default=1 if kind == "eagle" else 4,
+                        help="training-time test: unroll steps on the drafter's own outputs (1 = off; "
+                             f"default {1 if kind == 'eagle' else 4})")
+    parser.add_argument("--layers", help="target hidden_states indices to read, comma-separated "
+                                         "(default: eagle the last; eagle3 low,middle,last)")
+    parser.add_argument("--feature-weight", type=float, default=1.0 if kind == "eagle" else 0.0,
+                        help="weight of the feature regression loss (default: eagle 1, eagle3 0)")
+    parser.add_argument("--intermediate-size", type=int, help="MLP width of the drafter layer (default: the target's)")
+    parser.add_argument("--draft-vocab", default="auto",
+                        help="LM head rows the drafter keeps: all, N (the N tokens the target chooses most), or auto "
+                             "(enough to cover 99.9%% of its greedy choices; default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, save, and report held-out numbers; returns an exit code."""
+    kind = args.kind
+    setup = prepare(args, kind)
+    target = setup.target
+    num_layers = target.model.config.get_text_config().num_hidden_layers
+    layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else default_layers(kind, num_layers)
+    if not all(1 <= i <= num_layers for i in layers):
+        raise UserError(f"--layers must be hidden_states indices between 1 and {num_layers} (got {args.layers})")
+    torch.manual_seed(args.seed)
+    draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
+    net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab)
+    config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
+                         weight_decay=0.0)
+    print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, "
+          f"draft vocabulary {net.config.draft_vocab_size or 'all'}, TTT steps {args.ttt_steps}", file=sys.stderr)
+    seconds = train_net(net, setup.train, config, args.ttt_steps, args.feature_weight,
+                        torch.Generator().manual_seed(args.seed), name=kind)
+    chain = chain_accuracy(net, setup.heldout, DataSettings.prompt_len)
+    print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}, "
+          f"conditional {chain['conditional']}", file=sys.stderr)
+    saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
+             "training": training_record(args, seconds), "heldout_chain": chain}
+    save_folder(setup.out, saved, net)
+    drafter = DRAFTERS[kind]
+    prompts = heldout.heldout_prompts(target)
+    results = [
+        heldout.evaluate(target, lambda: drafter(DraftShape(1, 5), target, str(setup.out)), prompts, f"{kind} k=5"),
+        heldout.evaluate(target, lambda: drafter(DraftShape(4, 5), target, str(setup.out), eagle_nodes=24),
+                         prompts, f"{kind} tree 4x5 N=24"),
+    ]
+    saved["heldout"] = [r.rounded() for r in results]
+    save_folder(setup.out, saved, net)
+    for r in results:
+        print(f"[{kind}] held-out {r.label}: tau {r.tau:.2f} acceptance {r.acceptance:.2f} "
+              f"per position {[round(p, 2) for p in r.per_position]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m core.train.eagle", description=__doc__)
+    _parser.add_argument("kind", choices=sorted(DRAFTERS))
+    _known, _ = _parser.parse_known_args()
+    add_arguments(_parser, _known.kind)
+    sys.exit(run(_parser.parse_args()))

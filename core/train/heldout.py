@@ -1,0 +1,168 @@
+"""Drafters on held-out prompts, greedy: tau, acceptance, per-position acceptance, draft cost.
+
+Prompts are ``assets/prompts/heldout.txt``: openings of held-out documents of each corpus
+source (never trained on, by the target or by any drafter). Each drafter decodes every prompt through the
+real engine; the numbers are pooled over all prompts:
+
+* ``tau`` -- new tokens per target forward (``mean_accepted_tokens``);
+* ``acceptance`` -- drafted tokens accepted / drafted tokens proposed;
+* ``per_position[i]`` -- share of drafting steps whose token at depth i+1 was accepted;
+* ``draft_cost`` -- drafting time per step / verify (one target forward) time per step;
+* ``speedup`` -- tokens/s against the ``none`` drafter in the same run (CPU timings: noisy).
+
+    python -m core.train.heldout --preset tiny            # prints the table of docs/drafters.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from ..drafters.base import Drafter
+from ..engine import DecodeSettings, SpeculativeDecoder
+from ..prompts import load_prompts
+
+MAX_NEW_TOKENS = 64
+
+
+@dataclass
+class HeldoutNumbers:
+    label: str
+    tau: float
+    acceptance: float
+    per_position: list[float]
+    proposed_per_step: float
+    draft_cost: float
+    tokens_per_s: float
+    prompts: int
+
+    def rounded(self) -> dict:
+        data = asdict(self)
+        data.update({k: round(v, 3) for k, v in data.items() if isinstance(v, float)})
+        data["per_position"] = [round(v, 3) for v in self.per_position]
+        return data
+
+
+def heldout_prompts(target) -> list[list[int]]:
+    """Token ids of the held-out prompts (the shared held-out prompt file)."""
+    return [target.tokenizer(prompt).input_ids for prompt in load_prompts()]
+
+
+def evaluate(target, make_drafter: Callable[[], Drafter], prompts: list[list[int]], label: str,
+             max_new_tokens: int = MAX_NEW_TOKENS) -> HeldoutNumbers:
+    """Decode every prompt greedily with a fresh drafter from ``make_drafter``; pool the counts."""
+    new = forwards = proposed = accepted = drafted = 0
+    hits: list[int] = []
+    draft_s = verify_s = wall = 0.0
+    settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=0.0)
+    for ids in prompts:
+        decoder = SpeculativeDecoder(target, make_drafter(), settings,
+                                     {"prompt": "", "preset": "", "drafter": label, "settings": {}})
+        for _ in decoder.steps(ids):
+            pass
+        result = decoder.result
+        new += result.new_tokens
+        forwards += result.target_forwards
+        proposed += result.draft_tokens_proposed
+        accepted += result.draft_tokens_accepted
+        wall += result.wall_s
+        for step in result.steps:
+            draft_s += step.draft_s
+            verify_s += step.verify_s
+            if step.nodes:
+                drafted += 1
+                hits += [0] * (max(n.depth for n in step.nodes) - len(hits))
+                for i in range(step.accepted_length):
+                    hits[i] += 1
+    return HeldoutNumbers(
+        label=label,
+        tau=new / forwards,
+        acceptance=accepted / proposed if proposed else 0.0,
+        per_position=[h / drafted for h in hits] if drafted else [],
+        proposed_per_step=proposed / forwards,
+        draft_cost=draft_s / verify_s,
+        tokens_per_s=new / wall,
+        prompts=len(prompts),
+    )
+
+
+def markdown_table(rows: list[HeldoutNumbers], baseline_tokens_per_s: float) -> str:
+    depth = max((len(r.per_position) for r in rows), default=0)
+    head = ["drafter", "τ", "acceptance", *[f"pos {i + 1}" for i in range(depth)], "nodes/step",
+            "draft cost", "speedup"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        positions = [f"{p:.2f}" for p in r.per_position] + ["–"] * (depth - len(r.per_position))
+        lines.append("| " + " | ".join([
+            r.label, f"{r.tau:.2f}", f"{r.acceptance:.2f}", *positions, f"{r.proposed_per_step:.1f}",
+            f"{r.draft_cost:.2f}", f"{r.tokens_per_s / baseline_tokens_per_s:.2f}×",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+# ---- the table of docs/drafters.md ----------------------------------------------------------
+def lineup(target, preset) -> list[tuple[str, Callable[[], Drafter]]]:
+    """Every drafter of the comparison, as (label, factory)."""
+    from pathlib import Path
+
+    from ..drafters.base import DraftShape
+    from ..drafters.draft_model import DraftModelDrafter
+    from ..drafters.eagle import Eagle3Drafter, EagleDrafter
+    from ..drafters.medusa import MedusaDrafter
+    from ..drafters.ngram import NgramDrafter
+    from ..drafters.none import NoDrafter
+    from ..models import load_model
+
+    chain4, chain5, tree = DraftShape(1, 4), DraftShape(1, 5), DraftShape(4, 5)
+    vocab = target.vocab_size
+    rows: list[tuple[str, Callable[[], Drafter]]] = [("none", NoDrafter)]
+    folder = Path(preset.draft).parent
+    for name in ("draft-xs", "draft", "draft-l"):
+        if (folder / name / "model.safetensors").exists():
+            draft = load_model(str(folder / name), "cpu")
+            rows.append((f"{name} k=4", lambda d=draft: DraftModelDrafter(chain4, draft=d, vocab_size=vocab)))
+    rows += [
+        ("ngram k=4", lambda: NgramDrafter(chain4, vocab_size=vocab)),
+        ("medusa k=4", lambda: MedusaDrafter(chain4, target=target)),
+        ("medusa tuned tree", lambda: MedusaDrafter(chain4, target=target, medusa_choices="tuned")),
+        ("eagle k=5", lambda: EagleDrafter(chain5, target=target)),
+        ("eagle tree 4x5 N=24", lambda: EagleDrafter(tree, target=target, eagle_nodes=24)),
+        ("eagle3 k=5", lambda: Eagle3Drafter(chain5, target=target)),
+        ("eagle3 tree 4x5 N=24", lambda: Eagle3Drafter(tree, target=target, eagle_nodes=24)),
+    ]
+    no_ttt = folder / "eagle3-no-ttt"
+    if no_ttt.exists():
+        rows.append(("eagle3 without TTT k=5", lambda: Eagle3Drafter(chain5, target=target, weights=str(no_ttt))))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..models import load_model, resolve_preset
+
+    parser = argparse.ArgumentParser(prog="python -m core.train.heldout", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON lines too")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    preset = resolve_preset(args.preset)
+    target = load_model(preset.target, "cpu")
+    prompts = heldout_prompts(target)
+    rows = []
+    for label, factory in lineup(target, preset):
+        rows.append(evaluate(target, factory, prompts, label, args.max_new_tokens))
+        print(f"[heldout] {label}: tau {rows[-1].tau:.2f}", file=sys.stderr, flush=True)
+        if args.json:
+            print(json.dumps(rows[-1].rounded(), ensure_ascii=False))
+    print(markdown_table(rows, rows[0].tokens_per_s))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

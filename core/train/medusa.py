@@ -1,0 +1,146 @@
+"""Train Medusa heads for a target: ``python -m core train medusa --preset tiny [--seed 0] ...``
+
+Head i, read at the target's last hidden state of position t, learns the target's own law for
+token t+2+i (self-distillation on the target's top-k next-token probabilities, loss weight
+0.8^i as in Medusa). Only the heads train; the target, and its LM head when shared, stay frozen.
+Since a head sees one position at a time, batches are random positions of the training data.
+
+Afterwards each head's top-r accuracy against the target's greedy token is measured on held-out
+greedy text, and the sparse tree that maximises the expected accepted length under those
+accuracies (Medusa's way of choosing ``medusa_choices``) is stored as the "tuned" tree.
+Written: ``OUT/config.json`` + ``OUT/model.safetensors`` (default OUT: next to the target, ``medusa``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+
+from ..drafters.base import DraftShape
+from ..drafters.learned import save_folder, target_fingerprint
+from ..drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
+from . import heldout
+from .features import DataSettings, DrafterData, add_common_arguments, prepare, soft_cross_entropy, training_record
+from .tiny import TrainConfig, lr_factor
+
+RANKS = 8  # ranks per head measured for the tuned tree
+
+
+def new_heads(target_model, num_heads: int, own_lm_head: bool = False) -> MedusaHeads:
+    """Fresh heads for ``target_model`` (each starts as the target's own LM head)."""
+    head = target_model.get_output_embeddings().weight
+    return MedusaHeads(MedusaConfig(num_heads, head.shape[1], own_lm_head), head)
+
+
+def train_heads(heads: MedusaHeads, data: DrafterData, config: TrainConfig, generator: torch.Generator) -> float:
+    """Train in place; returns seconds. Progress goes to stderr."""
+    k = heads.config.num_heads
+    n, length = data.tokens.shape
+    params = [p for p in heads.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
+    start = time.perf_counter()
+    heads.train()
+    for step in range(config.steps):
+        rows = torch.randint(n, (config.batch_size,), generator=generator)
+        cols = torch.randint(length - k, (config.batch_size,), generator=generator)
+        logits = heads(data.hidden[rows, cols, -1].float())  # [B, K, vocab]
+        loss = sum(
+            0.8**i * soft_cross_entropy(logits[:, i], data.top_ids[rows, cols + 1 + i], data.top_probs[rows, cols + 1 + i])
+            for i in range(k)
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        if step % 50 == 0 or step == config.steps - 1:
+            print(f"[medusa] step {step + 1}/{config.steps} loss {loss.item():.3f} "
+                  f"elapsed {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    heads.eval()
+    return time.perf_counter() - start
+
+
+@torch.inference_mode()
+def head_accuracy(heads: MedusaHeads, data: DrafterData, prompt_len: int) -> torch.Tensor:
+    """[K, RANKS]: how often head i's rank-r token is the target's greedy token, on greedy text.
+
+    Positions start after the corpus prompt, where every later token is the target's own greedy choice.
+    """
+    k = heads.config.num_heads
+    cols = torch.arange(prompt_len, data.tokens.shape[1] - k)
+    ranked = torch.topk(heads(data.hidden[:, cols, -1].float()), RANKS, dim=-1).indices  # [N, C, K, R]
+    truth = torch.stack([data.greedy[:, cols + 1 + i] for i in range(k)], dim=-1)  # [N, C, K]
+    return (ranked == truth[..., None]).float().mean(dim=(0, 1))
+
+
+def sparse_tree(accuracy: torch.Tensor, nodes: int) -> list[list[int]]:
+    """The ``nodes`` paths with the highest product of per-depth accuracies, grown from the root.
+
+    accuracy: [K, R]. Path (r1, ..., rd) is worth prod_i accuracy[i, r_i] (heads taken as
+    independent); every path's parent is chosen first, so the result is a valid tree.
+    """
+    chosen: list[tuple[int, ...]] = []
+    worth = {(): 1.0}
+    frontier = {(r,): float(accuracy[0, r]) for r in range(accuracy.shape[1])}
+    while frontier and len(chosen) < nodes:
+        path = max(frontier, key=lambda p: (frontier[p], [-r for r in p]))
+        worth[path] = frontier.pop(path)
+        chosen.append(path)
+        if len(path) < accuracy.shape[0]:
+            for r in range(accuracy.shape[1]):
+                frontier[path + (r,)] = worth[path] * float(accuracy[len(path), r])
+    return [list(p) for p in sorted(chosen, key=lambda p: (len(p), p))]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``python -m core train medusa``."""
+    add_common_arguments(parser, steps=600, batch=256, lr=3e-3)
+    parser.add_argument("--heads", type=int, default=4, help="number of heads = deepest draft (default 4)")
+    parser.add_argument("--own-lm-head", action="store_true",
+                        help="give each head its own LM head (default: share the target's)")
+    parser.add_argument("--tree-nodes", type=int, default=24, help="nodes of the tuned sparse tree (default 24)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, tune the tree, save, and report held-out numbers; returns an exit code."""
+    setup = prepare(args, "medusa")
+    target = setup.target
+    torch.manual_seed(args.seed)
+    heads = new_heads(target.model, args.heads, args.own_lm_head)
+    config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
+                         weight_decay=0.0)
+    seconds = train_heads(heads, setup.train, config, torch.Generator().manual_seed(args.seed))
+    accuracy = head_accuracy(heads, setup.heldout, DataSettings.prompt_len)
+    tree = sparse_tree(accuracy, args.tree_nodes)
+    print(f"[medusa] held-out top-1 accuracy per head {[round(float(a), 3) for a in accuracy[:, 0]]}", file=sys.stderr)
+    saved = {
+        "kind": "medusa",
+        "heads": asdict(heads.config),
+        "tree": tree,
+        "target": target_fingerprint(target.model),
+        "training": training_record(args, seconds),
+        "heldout_accuracy": [[round(float(a), 4) for a in row] for row in accuracy],
+    }
+    save_folder(setup.out, saved, heads)
+    prompts = heldout.heldout_prompts(target)
+    results = [
+        heldout.evaluate(target, lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out)),
+                         prompts, f"medusa k={args.heads}"),
+        heldout.evaluate(target, lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out), "tuned"),
+                         prompts, "medusa tuned tree"),
+    ]
+    saved["heldout"] = [r.rounded() for r in results]
+    save_folder(setup.out, saved, heads)
+    for r in results:
+        print(f"[medusa] held-out {r.label}: tau {r.tau:.2f} acceptance {r.acceptance:.2f} "
+              f"per position {[round(p, 2) for p in r.per_position]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m core.train.medusa", description=__doc__)
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -1,0 +1,233 @@
+"""Medusa, EAGLE and EAGLE-3 drafters: lossless through the engine, leak-free, and their parts.
+
+The end-to-end tests use the tiny target with the heads shipped next to it (assets/tiny/medusa,
+eagle, eagle3); the unit tests use hand-written logits or small random networks.
+"""
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from core.api import target_greedy
+from core.drafters.base import DraftShape
+from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
+from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
+from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
+from core.engine import DecodeSettings, SpeculativeDecoder
+from core.errors import UserError
+from core.kv_cache import PagedKVCache
+from core.models import LoadedModel
+from core.train.eagle import unroll, unroll_mask
+from core.train.medusa import sparse_tree
+from tests.conftest import TINY
+from tests.prompts import LOSSLESS_PROMPTS
+from tests.test_sampling import binned, exact_joint
+
+MAX_NEW = 32
+DRAFTERS = {
+    "medusa k=4": lambda t, **kw: MedusaDrafter(DraftShape(1, 4), t, **kw),
+    "medusa tuned tree": lambda t, **kw: MedusaDrafter(DraftShape(1, 4), t, medusa_choices="tuned", **kw),
+    "eagle k=5": lambda t, **kw: EagleDrafter(DraftShape(1, 5), t, **kw),
+    "eagle tree 4x5 N=24": lambda t, **kw: EagleDrafter(DraftShape(4, 5), t, eagle_nodes=24, **kw),
+    "eagle3 k=5": lambda t, **kw: Eagle3Drafter(DraftShape(1, 5), t, **kw),
+    "eagle3 tree 3x4 N=16": lambda t, **kw: Eagle3Drafter(DraftShape(3, 4), t, eagle_nodes=16, **kw),
+}
+
+
+def decode(target, drafter, ids, max_new=MAX_NEW, temperature=0.0, seed=0, block_size=16):
+    settings = DecodeSettings(max_new_tokens=max_new, temperature=temperature, seed=seed, block_size=block_size)
+    decoder = SpeculativeDecoder(target, drafter, settings, {"prompt": "", "preset": "tiny", "drafter": drafter.name,
+                                                            "settings": {}})
+    for _ in decoder.steps(ids):
+        pass
+    return decoder.result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small forwards run fastest on one thread; on a busy machine two threads spin-wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def target(tiny):
+    return tiny[0]
+
+
+@pytest.fixture(scope="module")
+def baselines(target):
+    out = {}
+    for prompt in LOSSLESS_PROMPTS:
+        ids = target.tokenizer(prompt).input_ids
+        out[prompt] = (ids, target_greedy(target, ids, MAX_NEW))
+    return out
+
+
+# ---- lossless and leak-free through the engine ------------------------------------------------
+@pytest.mark.parametrize("label", list(DRAFTERS))
+def test_greedy_output_is_the_target_alone(label, target, baselines):
+    assert len(LOSSLESS_PROMPTS) >= 20
+    accepted = 0
+    for prompt, (ids, expected) in baselines.items():
+        result = decode(target, DRAFTERS[label](target), ids)
+        assert result.tokens == expected, f"{label} diverged on {prompt!r}"
+        assert result.kv["blocks_in_use_after"] == 0
+        if result.draft_kv is not None:
+            assert result.draft_kv["blocks_in_use_after"] == 0
+        accepted += result.draft_tokens_accepted
+    assert accepted > 0, f"{label} never had a token accepted"
+
+
+@pytest.mark.parametrize("label", ["eagle tree 4x5 N=24", "eagle3 k=5"])
+def test_tiny_blocks_spill_and_stay_lossless(label, target, baselines):
+    """Block size 2: the drafter's own cache spills into fresh blocks at every step."""
+    for prompt in LOSSLESS_PROMPTS[:6]:
+        ids, expected = baselines[prompt]
+        result = decode(target, DRAFTERS[label](target, block_size=2), ids, block_size=2)
+        assert result.tokens == expected
+        assert result.draft_kv["blocks_in_use_after"] == 0
+        assert result.draft_kv["blocks_freed"] > 0
+
+
+def test_a_cancelled_run_returns_the_drafters_blocks(target):
+    drafter = DRAFTERS["eagle tree 4x5 N=24"](target)
+    decoder = SpeculativeDecoder(target, drafter, DecodeSettings(max_new_tokens=40), {
+        "prompt": "", "preset": "tiny", "drafter": "eagle", "settings": {}})
+    steps = decoder.steps(target.tokenizer("我爱中国").input_ids)
+    next(steps)
+    next(steps)
+    assert drafter.kv_summary()["blocks_in_use_after"] > 0
+    steps.close()
+    assert drafter.kv_summary()["blocks_in_use_after"] == 0
+
+
+N_SAMPLES = 600
+TEMPERATURE = 0.8
+
+
+@pytest.mark.parametrize("prompt,label", [
+    ("《静夜思》\n作者：李白\n", "medusa tuned tree"),
+    ("It is a truth", "eagle tree 4x5 N=24"),
+    ("In the beginning God created", "eagle3 k=5"),
+])
+def test_sampling_follows_the_target(prompt, label, target):
+    """The first two tokens' joint law, binned, against the target's exact law (chi-square)."""
+    ids = target.tokenizer(prompt).input_ids
+    joint = exact_joint(target, ids, temperature=TEMPERATURE)
+    counts, proposed = {}, 0
+    for seed in range(N_SAMPLES):
+        result = decode(target, DRAFTERS[label](target), ids, max_new=3, temperature=TEMPERATURE, seed=seed)
+        key = (result.tokens[0], result.tokens[1] if len(result.tokens) > 1 else None)
+        counts[key] = counts.get(key, 0) + 1
+        proposed += result.draft_tokens_proposed
+    observed, expected = binned(joint, counts, N_SAMPLES)
+    assert len(observed) >= 3, "the test needs a spread-out distribution"
+    assert chisquare(observed, expected).pvalue > 1e-3
+    assert proposed > 0
+
+
+# ---- what the records get -----------------------------------------------------------------------
+def test_nodes_name_their_head_or_depth_and_the_expansion_is_kept(target):
+    ids = target.tokenizer("床前明月光，").input_ids
+    medusa = DRAFTERS["medusa tuned tree"](target)
+    step = next(iter(SpeculativeDecoder(target, medusa, DecodeSettings(max_new_tokens=8), {
+        "prompt": "", "preset": "tiny", "drafter": "medusa", "settings": {}}).steps(ids)))
+    assert all(n.proposer == f"medusa-head{n.depth - 1}" for n in step.nodes)
+
+    eagle = DRAFTERS["eagle tree 4x5 N=24"](target)
+    decoder = SpeculativeDecoder(target, eagle, DecodeSettings(max_new_tokens=8), {
+        "prompt": "", "preset": "tiny", "drafter": "eagle", "settings": {}})
+    step = next(iter(decoder.steps(ids)))
+    expansion = eagle.last_expansion
+    assert all(n.proposer == f"eagle-d{n.depth}" for n in step.nodes)
+    assert len(expansion.tokens) > len(step.nodes) == 24
+    kept = [i for i, node in enumerate(expansion.kept_as) if node >= 0]
+    assert sorted(expansion.kept_as[i] for i in kept) == list(range(24))
+    for i in kept:
+        node = step.nodes[expansion.kept_as[i]]
+        assert node.token == expansion.tokens[i] and node.depth == expansion.depths[i]
+        assert node.draft_prob == pytest.approx(expansion.probs[i], abs=1e-6)
+    assert set(expansion.to_dict()) == {"tokens", "parents", "depths", "probs", "scores", "expanded", "kept_as"}
+
+
+def test_weights_for_another_target_are_refused(random_llama):
+    other = LoadedModel(str(TINY / "target"), random_llama, None, 256, frozenset())
+    with pytest.raises(UserError, match="another target"):
+        MedusaDrafter(DraftShape(1, 4), other)
+    with pytest.raises(UserError, match="no trained eagle weights"):
+        EagleDrafter(DraftShape(1, 4), other, weights="/nonexistent")
+
+
+# ---- Medusa's static tree -----------------------------------------------------------------------
+def test_choices_are_sorted_and_validated():
+    assert parse_choices("[[0, 0], [1], [0]]") == ((0,), (1,), (0, 0))
+    assert choices_for_shape(DraftShape(2, 2), num_heads=4) == ((0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1))
+    assert choices_for_shape(DraftShape(1, 6), num_heads=3) == ((0,), (0, 0), (0, 0, 0))
+    for bad in ("[[0, 1]]", "[[]]", "nonsense", "[[-1]]"):
+        with pytest.raises(UserError):
+            parse_choices(bad)
+
+
+def test_medusa_tree_takes_each_heads_ranks():
+    head_logits = torch.log(torch.tensor([
+        [0.1, 0.6, 0.3, 0.0],  # head 0 (depth 1): ranks 1, 2, 0
+        [0.2, 0.1, 0.0, 0.7],  # head 1 (depth 2): ranks 3, 0, 1
+    ]))
+    tree = build_tree(parse_choices([[0], [1], [0, 0], [0, 1], [1, 0]]), head_logits, max_depth=4,
+                      temperature=0.0, generator=torch.Generator())
+    assert tree.tokens == [1, 2, 3, 0, 3]
+    assert tree.parents == [-1, -1, 0, 0, 1]
+    assert tree.proposer == ["medusa-head0", "medusa-head0", "medusa-head1", "medusa-head1", "medusa-head1"]
+    shallow = build_tree(parse_choices([[0], [0, 0]]), head_logits, max_depth=1, temperature=0.0,
+                         generator=torch.Generator())
+    assert shallow.tokens == [1]
+
+
+def test_sparse_tree_grows_the_most_probable_paths():
+    accuracy = torch.tensor([[0.8, 0.1, 0.05], [0.5, 0.2, 0.1]])
+    # worth: [0] .8, [0,0] .4, [0,1] .16, [1] .1, [0,2] .08, [1,0] .05 ...
+    assert sparse_tree(accuracy, 4) == [[0], [1], [0, 0], [0, 1]]
+
+
+# ---- EAGLE-2's dynamic tree -------------------------------------------------------------------
+def test_prune_keeps_the_best_connected_nodes_parents_first():
+    expansion = Expansion()
+    a = expansion.add(10, -1, 1, 0.6, -0.5)
+    b = expansion.add(11, -1, 1, 0.4, -0.9)
+    c = expansion.add(12, a, 2, 1.0, -0.5)  # ties with its parent: the parent still comes first
+    expansion.add(13, b, 2, 0.9, -1.0)
+    e = expansion.add(14, c, 3, 0.5, -1.2)
+    assert prune(expansion, 3) == [a, b, c]
+    assert prune(expansion, 2) == [a, c]
+    assert prune(expansion, 5)[-1] == e
+
+
+# ---- training-time test == drafting ------------------------------------------------------------
+def test_unroll_mask_is_causal_then_diagonal():
+    allowed = unroll_mask(3, 3)[0, 0] == 0
+    assert allowed[:, :3].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert allowed[:, 3:6].tolist() == torch.eye(3, dtype=torch.bool).tolist()
+    assert allowed[:, 6:].tolist() == torch.eye(3, dtype=torch.bool).tolist()
+
+
+def test_training_unroll_equals_drafting_with_the_paged_cache():
+    """Step j of the training unroll at anchor t is exactly what drafting depth j computes at inference."""
+    torch.manual_seed(0)
+    hidden = 32
+    config = FeatureDrafterConfig((1, 2), hidden, 64, 4, 2, 128, output_norm=True)
+    net = FeatureDrafterNet(config, torch.randn(50, hidden), torch.randn(50, hidden)).eval()
+    tokens, features = torch.randint(0, 50, (1, 12)), torch.randn(1, 12, hidden)
+    with torch.no_grad():
+        outputs = unroll(net, features, tokens, 4)
+        for t in (0, 3, 7):
+            kv = PagedKVCache(1, 2, hidden // 4, num_blocks=8, block_size=4).new_request()
+            out = run_segment(net, kv, features[0, : t + 1], tokens[0, 1 : t + 2].tolist())[-1]
+            kv.commit(list(range(t + 1)))
+            torch.testing.assert_close(out, outputs[0][0, t])
+            parents: list[int] = []
+            for step in range(2, 5):
+                parents.append(len(parents) - 1)
+                out = run_segment(net, kv, out[None], [int(tokens[0, t + step])], parents)[-1]
+                torch.testing.assert_close(out, outputs[step - 1][0, t], atol=1e-5, rtol=1e-5)
