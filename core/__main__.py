@@ -12,10 +12,19 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help="tiny, a local model folder, or a hub id (default: tiny)")
     p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
     p.add_argument("--draft", help="draft model folder or hub id for --drafter draft (overrides the preset's)")
-    p.add_argument("--drafter", default="draft", help="none, draft or ngram (default: draft)")
+    p.add_argument("--drafter", default="draft",
+                   help="none, draft, ngram, medusa, eagle or eagle3 (default: draft)")
     p.add_argument("--k", type=int, default=4, help="draft chain length / tree depth (default: 4)")
-    p.add_argument("--tree", help="draft a full tree WIDTHxDEPTH instead of a chain, e.g. 2x3")
+    p.add_argument("--tree", help="draft a tree WIDTHxDEPTH instead of a chain, e.g. 2x3 (eagle/eagle3: "
+                                  "WIDTH is EAGLE-2's top-k)")
     p.add_argument("--ngram-n", type=int, default=3, help="longest n-gram the ngram drafter matches (default: 3)")
+    p.add_argument("--draft-size", choices=["xs", "s", "l"],
+                   help="which of the preset's draft models (default: s, the preset's draft)")
+    p.add_argument("--drafter-weights", help="medusa/eagle/eagle3 weights folder (default: next to the target)")
+    p.add_argument("--medusa-choices", help='medusa tree: "tuned" (chosen at training) or paths of ranks, '
+                                            'e.g. "[[0], [1], [0, 0]]" (default: the --k/--tree shape)')
+    p.add_argument("--eagle-nodes", type=int, help="eagle/eagle3: nodes kept for the verify after EAGLE-2's "
+                                                   "expansion (default: the full WIDTHxDEPTH tree's size)")
     p.add_argument("--prompt", required=True)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
@@ -36,6 +45,8 @@ def run_generate(args: argparse.Namespace) -> int:
         temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens,
         check=args.check, trace=args.trace, device=args.device, block_size=args.block_size,
         ngram_n=args.ngram_n, target=args.target, draft=args.draft, trust_remote_code=args.trust_remote_code,
+        draft_size=args.draft_size, drafter_weights=args.drafter_weights, medusa_choices=args.medusa_choices,
+        eagle_nodes=args.eagle_nodes,
     )
     data = result.to_dict()
     if args.json:

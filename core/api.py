@@ -14,6 +14,8 @@ from .records import RunResult, write_trace
 
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 10.0
+DRAFT_SIZES = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
+LEARNED = {"medusa", "eagle", "eagle3"}  # drafters with trained weights of their own
 
 
 def validate_settings(settings: DecodeSettings) -> None:
@@ -54,12 +56,23 @@ def build_decoder(
     ngram_n: int = 3,
     target: str | None = None,
     draft: str | None = None,
+    draft_size: str | None = None,
+    drafter_weights: str | None = None,
+    medusa_choices: str | None = None,
+    eagle_nodes: int | None = None,
     trust_remote_code: bool = False,
     record: bool = True,
 ) -> tuple[SpeculativeDecoder, list[int]]:
-    """Validate everything, load (cached) models, and return a decoder ready to run the prompt."""
+    """Validate everything, load (cached) models, and return a decoder ready to run the prompt.
+
+    Drafter options: ``draft_size`` (xs, s, l: which of the preset's draft models), ``drafter_weights``
+    (a medusa/eagle/eagle3 folder; default: next to the target), ``medusa_choices`` ("tuned" or
+    paths of ranks, e.g. "[[0], [0, 0], [1]]"), ``eagle_nodes`` (EAGLE-2: nodes kept for the verify;
+    its top-k is the tree width, its depth the tree depth).
+    """
     drafter_cls = drafter_class(drafter)
-    shape = DraftShape.parse(k, tree)
+    shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
+    _check_drafter_options(drafter, draft_size, draft, drafter_weights, medusa_choices, eagle_nodes)
     settings = DecodeSettings(
         max_new_tokens=int(max_new_tokens), temperature=float(temperature), seed=int(seed),
         block_size=int(block_size), record=record,
@@ -75,13 +88,16 @@ def build_decoder(
         draft_path = draft or chosen.draft
         if draft_path is None:
             raise UserError(f"drafter {drafter!r} needs a draft model: pass --draft PATH for preset {preset!r}")
+        if draft_size:
+            draft_path = _sized_draft(chosen.draft, draft_size, preset)
         draft_model = load_model(draft_path, device, trust_remote_code)
         check_same_tokenizer(target_model, draft_model)
     prompt_ids = encode_prompt(target_model, prompt, settings.max_new_tokens)
 
     instance = drafter_cls(
         shape=shape, target=target_model, draft=draft_model, vocab_size=target_model.vocab_size,
-        block_size=settings.block_size, max_ngram=ngram_n,
+        block_size=settings.block_size, max_ngram=ngram_n, weights=drafter_weights,
+        medusa_choices=medusa_choices, eagle_nodes=eagle_nodes,
     )
     run_info = {
         "prompt": prompt,
@@ -92,11 +108,39 @@ def build_decoder(
             "k": shape.depth,
             "tree": None if shape.width == 1 else f"{shape.width}x{shape.depth}",
             "ngram_n": ngram_n if drafter == "ngram" else None,
+            "draft_size": draft_size,
+            "drafter_weights": drafter_weights,
+            "medusa_choices": medusa_choices,
+            "eagle_nodes": eagle_nodes,
             "device": str(target_model.device),
             "dtype": str(target_model.model.dtype).removeprefix("torch."),
         },
     }
     return SpeculativeDecoder(target_model, instance, settings, run_info), prompt_ids
+
+
+def _check_drafter_options(drafter, draft_size, draft, weights, medusa_choices, eagle_nodes) -> None:
+    """Each drafter option belongs to one kind of drafter; anything else is a clear error."""
+    if draft_size is not None:
+        if drafter != "draft":
+            raise UserError("--draft-size applies to --drafter draft")
+        if draft_size not in DRAFT_SIZES:
+            raise UserError(f"unknown draft size {draft_size!r}: use one of {', '.join(DRAFT_SIZES)}")
+        if draft:
+            raise UserError("pass either --draft PATH or --draft-size, not both")
+    if weights is not None and drafter not in LEARNED:
+        raise UserError(f"--drafter-weights applies to the learned drafters ({', '.join(sorted(LEARNED))})")
+    if medusa_choices is not None and drafter != "medusa":
+        raise UserError("--medusa-choices applies to --drafter medusa")
+    if eagle_nodes is not None and drafter not in ("eagle", "eagle3"):
+        raise UserError("--eagle-nodes applies to --drafter eagle or eagle3")
+
+
+def _sized_draft(default_draft: str | None, size: str, preset: str) -> str:
+    folder = Path(default_draft).parent / DRAFT_SIZES[size] if default_draft else None
+    if folder is None or not (folder / "config.json").is_file():
+        raise UserError(f"preset {preset!r} has no draft of size {size!r}")
+    return str(folder)
 
 
 def greedy_generate_kwargs(target: LoadedModel, input_ids: torch.Tensor, max_new_tokens: int) -> dict:

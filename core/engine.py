@@ -7,7 +7,7 @@ step is a plain one-token decode through the same code: the baseline.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Iterator
 
@@ -60,11 +60,41 @@ class TextTracker:
         return self._pieces[token]
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """A drafted tree waiting for the target's verify."""
+
+    root: int  # the last committed token, the tree's root
+    tree: DraftTree
+    draft_s: float
+    blocks_before: int  # blocks in the request's table before the verify
+
+
+@dataclass
+class _Tally:
+    """Running totals of one run."""
+
+    tokens: list[int]  # prompt + output so far
+    start: float  # perf_counter() at the start
+    new_tokens: list[int] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+    proposed: int = 0
+    accepted: int = 0
+    forwards: int = 0
+    drafted_steps: int = 0
+    accepted_at: list[int] = field(default_factory=list)  # [i]: steps whose draft position i+1 was accepted
+    stop_reason: str = ""  # set when the run ends
+
+
 class SpeculativeDecoder:
     """Decodes one prompt. Iterate ``steps()`` for the StepRecords; afterwards ``result`` holds the RunResult.
 
     Closing the iterator early (a cancelled run) or an exception inside still returns every KV
     block of the target and of the drafter.
+
+    ``steps()`` is ``begin`` -> ``prefill`` -> (``propose_step`` -> ``verify`` -> ``finish_step``)
+    until ``finished`` -> ``end``. A batch (``core.batch``) drives the same calls for many
+    decoders, replacing only the target forwards by one forward over all of them.
     """
 
     def __init__(self, target: LoadedModel, drafter: Drafter, settings: DecodeSettings, run_info: dict):
@@ -74,6 +104,7 @@ class SpeculativeDecoder:
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
         self.result: RunResult | None = None
         self.kv: RequestKV | None = None
+        self.tally: _Tally | None = None
 
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
@@ -87,8 +118,12 @@ class SpeculativeDecoder:
         asked for (``[1 + len(tree), hidden_size]`` each).
         """
         logits, hidden = self._forward([root] + tree.tokens, with_root(tree.parents))
+        return self.target_probs(logits), hidden
+
+    def target_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """Verify logits ``[n, vocab]`` -> the target's law at this run's temperature, on CPU."""
         temperature = self.settings.temperature if self.settings.temperature > 0 else 1.0
-        return torch.softmax(logits / temperature, dim=-1).cpu(), hidden
+        return torch.softmax(logits / temperature, dim=-1).cpu()
 
     def accept(self, tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:
@@ -104,12 +139,16 @@ class SpeculativeDecoder:
 
     def prefill(self, prompt_ids: list[int]) -> None:
         """The prompt but its last token into the cache; the last becomes the first root."""
-        if len(prompt_ids) < 2:
-            return
-        prefix = prompt_ids[:-1]
-        _, hidden = self._forward(prefix, chain_parents(len(prefix)))
-        self.kv.commit(list(range(len(prefix))))
-        self._observe(prefix, hidden, list(range(len(prefix))))
+        prefix = list(prompt_ids[:-1])
+        if prefix:
+            _, hidden = self._forward(prefix, chain_parents(len(prefix)))
+            self.prefilled(prefix, hidden)
+
+    def prefilled(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
+        """The prefix's K/V were just written: keep them, and show the drafter the target's hidden states."""
+        rows = list(range(len(prefix)))
+        self.kv.commit(rows)
+        self._observe(prefix, hidden, rows)
 
     def _forward(self, tokens: list[int], segment_parents: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         layers = self.drafter.hidden_layers
@@ -122,65 +161,15 @@ class SpeculativeDecoder:
 
     # ---- the loop ----------------------------------------------------------------------------
     def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
-        s = self.settings
-        model = self.target.model
-        capacity = len(prompt_ids) + s.max_new_tokens + self.drafter.max_nodes + 1
-        pool = PagedKVCache.for_model(model, math.ceil(capacity / s.block_size) + 1, s.block_size)
-        self.kv = pool.new_request()
-        generator = torch.Generator().manual_seed(s.seed)
-        text = TextTracker(self.target.tokenizer)
-        tokens = list(prompt_ids)
-        new_tokens: list[int] = []
-        records: list[StepRecord] = []
-        proposed = accepted_total = forwards = drafted_steps = 0
-        accepted_at: list[int] = []  # accepted_at[i]: steps whose draft position i+1 was accepted
-        stop_reason = ""
-        start = perf_counter()
-        self.drafter.start(list(prompt_ids), capacity)
+        self.begin(prompt_ids)
+        stop_reason = None
         try:
-            self.prefill(list(prompt_ids))
-            for step in range(s.max_new_tokens):
-                remaining = s.max_new_tokens - len(new_tokens)
-                root = tokens[-1]
+            self.prefill(prompt_ids)
+            while not self.finished:
+                proposal = self.propose_step()
                 t0 = perf_counter()
-                tree = self.propose(tokens, remaining, generator)
-                t1 = perf_counter()
-                blocks_before = len(self.kv.block_table)
-                target_probs, hidden = self.verify(root, tree)
-                t2 = perf_counter()
-                acceptance = self.accept(tree, target_probs, generator)
-                commit = self.commit(root, tree, acceptance, hidden)
-
-                emitted = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
-                kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
-                cut = next((i + 1 for i, t in enumerate(emitted) if t in self.target.eos_ids), len(emitted))
-                emitted, kinds = emitted[: min(cut, remaining)], kinds[: min(cut, remaining)]
-                forwards += 1
-                if len(tree):
-                    drafted_steps += 1
-                    proposed += len(tree)
-                    accepted_total += len(acceptance.accepted)
-                    depth = max(tree.depths)
-                    accepted_at += [0] * (depth - len(accepted_at))
-                    for i in range(len(acceptance.accepted)):
-                        accepted_at[i] += 1
-                tokens += emitted
-                new_tokens += emitted
-                finished = emitted[-1] in self.target.eos_ids or len(new_tokens) >= s.max_new_tokens
-                if finished:
-                    stop_reason = "eos" if emitted[-1] in self.target.eos_ids else "max_new_tokens"
-
-                record = None
-                if s.record:
-                    outcome = _StepOutcome(
-                        step, root, tree, target_probs, acceptance, emitted, kinds, commit,
-                        blocks_before, draft_s=t1 - t0, verify_s=t2 - t1, finished=finished,
-                    )
-                    record = self._record(outcome, text, len(new_tokens), forwards)
-                    records.append(record)
-                yield record
-                if finished:
-                    break
+                target_probs, hidden = self.verify(proposal.root, proposal.tree)
+                yield self.finish_step(proposal, target_probs, hidden, verify_s=perf_counter() - t0)
         except GeneratorExit:
             stop_reason = "cancelled"
             raise
@@ -188,27 +177,103 @@ class SpeculativeDecoder:
             stop_reason = "error"
             raise
         finally:
+            self.end(stop_reason)
+
+    def capacity_tokens(self, prompt_len: int) -> int:
+        """The most tokens this run's cache holds at once: prompt, output and one draft tree."""
+        return prompt_len + self.settings.max_new_tokens + self.drafter.max_nodes + 1
+
+    def begin(self, prompt_ids: list[int], pool: PagedKVCache | None = None) -> None:
+        """Start a run: a KV request in ``pool`` (by default a pool of its own, sized for this run),
+        the drafter, the tallies."""
+        s = self.settings
+        capacity = self.capacity_tokens(len(prompt_ids))
+        if pool is None:
+            pool = PagedKVCache.for_model(self.target.model, math.ceil(capacity / s.block_size) + 1, s.block_size)
+        self.kv = pool.new_request()
+        self.generator = torch.Generator().manual_seed(s.seed)
+        self.text = TextTracker(self.target.tokenizer)
+        self.tally = _Tally(tokens=list(prompt_ids), start=perf_counter())
+        self.prompt_ids = list(prompt_ids)
+        self.drafter.start(list(prompt_ids), capacity)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.tally.stop_reason)
+
+    def propose_step(self) -> Proposal:
+        run = self.tally
+        t0 = perf_counter()
+        tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
+        return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
+
+    def finish_step(self, proposal: Proposal, target_probs: torch.Tensor, hidden: list[torch.Tensor],
+                    verify_s: float) -> StepRecord | None:
+        """accept -> commit, then the step's tokens (cut at EOS and the budget), the tallies and its StepRecord."""
+        s, run, tree = self.settings, self.tally, proposal.tree
+        eos = self.target.eos_ids
+        acceptance = self.accept(tree, target_probs, self.generator)
+        commit = self.commit(proposal.root, tree, acceptance, hidden)
+
+        remaining = s.max_new_tokens - len(run.new_tokens)
+        emitted = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
+        kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
+        cut = min(remaining, next((i + 1 for i, t in enumerate(emitted) if t in eos), len(emitted)))
+        emitted, kinds = emitted[:cut], kinds[:cut]
+        step = run.forwards
+        run.forwards += 1
+        if len(tree):
+            run.drafted_steps += 1
+            run.proposed += len(tree)
+            run.accepted += len(acceptance.accepted)
+            run.accepted_at += [0] * (max(tree.depths) - len(run.accepted_at))
+            for i in range(len(acceptance.accepted)):
+                run.accepted_at[i] += 1
+        run.tokens += emitted
+        run.new_tokens += emitted
+        if emitted[-1] in eos:
+            run.stop_reason = "eos"
+        elif len(run.new_tokens) >= s.max_new_tokens:
+            run.stop_reason = "max_new_tokens"
+        if not s.record:
+            return None
+        outcome = _StepOutcome(
+            step, proposal.root, tree, target_probs, acceptance, emitted, kinds, commit,
+            proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s, finished=self.finished,
+        )
+        record = self._record(outcome, self.text, len(run.new_tokens), run.forwards)
+        run.records.append(record)
+        return record
+
+    def end(self, stop_reason: str | None = None) -> RunResult:
+        """Return every KV block (target and drafter) and build ``result``; ``stop_reason`` (cancelled,
+        error) overrides the run's own."""
+        run = self.tally
+        if stop_reason:
+            run.stop_reason = stop_reason
+        try:
             self.drafter.stop()
+        finally:
             self.kv.release_all()
-            wall = perf_counter() - start
-            self.result = RunResult(
-                **self.run_info,
-                text=self.target.tokenizer.decode(new_tokens, skip_special_tokens=True),
-                tokens=new_tokens,
-                prompt_tokens=list(prompt_ids),
-                target_forwards=forwards,
-                draft_forwards=self.drafter.forwards,
-                draft_tokens_proposed=proposed,
-                draft_tokens_accepted=accepted_total,
-                per_position_acceptance=[n / drafted_steps for n in accepted_at],
-                wall_s=wall,
-                target=self.target.path,
-                draft=self.drafter.model_path,
-                kv=self.kv.summary(),
-                draft_kv=self.drafter.kv_summary(),
-                stop_reason=stop_reason,
-                steps=records,
-            )
+        self.result = RunResult(
+            **self.run_info,
+            text=self.target.tokenizer.decode(run.new_tokens, skip_special_tokens=True),
+            tokens=run.new_tokens,
+            prompt_tokens=self.prompt_ids,
+            target_forwards=run.forwards,
+            draft_forwards=self.drafter.forwards,
+            draft_tokens_proposed=run.proposed,
+            draft_tokens_accepted=run.accepted,
+            per_position_acceptance=[n / run.drafted_steps for n in run.accepted_at],
+            wall_s=perf_counter() - run.start,
+            target=self.target.path,
+            draft=self.drafter.model_path,
+            kv=self.kv.summary(),
+            draft_kv=self.drafter.kv_summary(),
+            stop_reason=run.stop_reason,
+            steps=run.records,
+        )
+        return self.result
 
     def _record(self, o: "_StepOutcome", text: TextTracker, new_total: int, forwards: int) -> StepRecord:
         tree, acceptance = o.tree, o.acceptance
@@ -243,6 +308,9 @@ class SpeculativeDecoder:
             pool_in_use=self.kv.cache.pool.blocks_in_use,
         )
         draft_kv = self.drafter.kv_summary()
+        expansion = self.drafter.expansion()
+        if expansion is not None:
+            expansion["texts"] = [text.piece(t) for t in expansion["tokens"]]
         return StepRecord(
             step=o.step,
             root=TokenRecord(o.root, text.piece(o.root), "root"),
@@ -257,6 +325,7 @@ class SpeculativeDecoder:
             draft_s=round(o.draft_s, 6),
             verify_s=round(o.verify_s, 6),
             finished=o.finished,
+            expansion=expansion,
         )
 
 

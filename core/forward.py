@@ -1,9 +1,9 @@
-"""One model forward over a segment of new tokens, through a request's paged KV cache."""
+"""Model forwards over segments of new tokens, through paged KV caches: one request, or a batch."""
 from __future__ import annotations
 
 import torch
 
-from .kv_cache import RequestKV
+from .kv_cache import PagedForward, RequestKV
 from .tree import attention_mask, position_ids
 
 
@@ -26,23 +26,59 @@ def forward_segment(
     transformers' ``hidden_states``: 0 = embeddings, -1 = the last layer after the final norm)
     returns ``(logits, [hidden [len(input_ids), hidden_size] per requested layer])``.
     """
-    n_query = len(input_ids)
-    if len(kv.pending) + n_query != len(segment_parents):
-        raise ValueError("segment_parents must cover the pending entries plus the new tokens")
-    device = model.device
-    n_prefix = len(kv.committed)
-    mask = attention_mask(n_prefix, segment_parents, n_query, dtype=model.dtype, device=device)
-    positions = position_ids(n_prefix, segment_parents, n_query, device=device)
-    cache = kv.begin_forward(kv.allocate(n_query))
-    out = model(
-        input_ids=torch.tensor([input_ids], dtype=torch.long, device=device),
-        attention_mask=mask,
-        position_ids=positions,
-        cache=cache,
-        use_cache=True,
-        output_hidden_states=bool(hidden_layers),
-    )
+    mask, positions = _segment_inputs(model, kv, len(input_ids), segment_parents)
+    cache = kv.begin_forward(kv.allocate(len(input_ids)))
+    out = _run(model, torch.tensor([input_ids], dtype=torch.long, device=model.device), mask, positions, cache,
+               hidden_layers)
     logits = out.logits[0].float()
     if not hidden_layers:
         return logits
     return logits, [out.hidden_states[i][0] for i in hidden_layers]
+
+
+@torch.inference_mode()
+def forward_batch(
+    model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
+    segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
+) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """``forward_segment`` for several requests of one pool in ONE model forward.
+
+    Request b's new tokens are query rows ``0 .. len(input_ids[b]) - 1`` of batch row b; shorter
+    rows are padded (pad tokens are never written to the cache, and see one key only), and
+    each row's 4D mask hides the other rows' padding keys. Returns, per request,
+    ``(logits [len(input_ids[b]), vocab] float32, [hidden [len(input_ids[b]), hidden_size] per layer])``.
+    """
+    n_query = max(len(ids) for ids in input_ids)
+    parts = [_segment_inputs(model, kv, len(ids), parents) for kv, ids, parents in zip(kvs, input_ids, segment_parents)]
+    cache = forward.begin(kvs, [kv.allocate(len(ids)) for kv, ids in zip(kvs, input_ids)])
+    kv_length = forward.gather_index.shape[1]
+    blocked = torch.finfo(model.dtype).min
+    mask = torch.full((len(kvs), 1, n_query, kv_length), blocked, dtype=model.dtype, device=model.device)
+    mask[:, :, :, 0] = 0  # padding query rows see one key, so no row is fully masked
+    positions = torch.zeros(len(kvs), n_query, dtype=torch.long, device=model.device)
+    ids = torch.zeros(len(kvs), n_query, dtype=torch.long, device=model.device)
+    for b, ((row_mask, row_positions), row_ids) in enumerate(zip(parts, input_ids)):
+        n, width = row_mask.shape[-2:]
+        mask[b, :, :n, :width] = row_mask[0]
+        positions[b, :n] = row_positions[0]
+        ids[b, :n] = torch.tensor(row_ids, dtype=torch.long)
+    out = _run(model, ids, mask, positions, cache, hidden_layers)
+    logits = out.logits.float()
+    return [
+        (logits[b, : len(row)], [out.hidden_states[i][b, : len(row)] for i in hidden_layers])
+        for b, row in enumerate(input_ids)
+    ]
+
+
+def _segment_inputs(model, kv: RequestKV, n_query: int, segment_parents: list[int]):
+    """The 4D mask ``[1, 1, n_query, n_cached_after]`` and positions ``[1, n_query]`` of one request's new tokens."""
+    if len(kv.pending) + n_query != len(segment_parents):
+        raise ValueError("segment_parents must cover the pending entries plus the new tokens")
+    n_prefix = len(kv.committed)
+    mask = attention_mask(n_prefix, segment_parents, n_query, dtype=model.dtype, device=model.device)
+    return mask, position_ids(n_prefix, segment_parents, n_query, device=model.device)
+
+
+def _run(model, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache, hidden_layers):
+    return model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                 output_hidden_states=bool(hidden_layers))

@@ -132,10 +132,9 @@ class RequestKV:
         self.pending: list[int] = []  # slots written during the current step, in write order
         self._live = {}  # block id -> number of committed or pending slots in it
         self._free_slots: list[int] = []  # min-heap of unused slots inside owned blocks
-        self._gather_index: torch.Tensor | None = None
-        self._write_index: torch.Tensor | None = None
+        self._writing = 0  # tokens the forward in progress is writing
         self.counters = KVCounters()
-        self.hf_cache = Cache(layers=[_PagedLayer(self, i) for i in range(cache.num_layers)])
+        self._forward = PagedForward(cache)
 
     # ---- bookkeeping -------------------------------------------------------------------
     @property
@@ -146,7 +145,7 @@ class RequestKV:
     @property
     def num_writing(self) -> int:
         """Tokens the forward in progress is writing."""
-        return 0 if self._write_index is None else len(self._write_index)
+        return self._writing
 
     def allocate(self, n: int) -> list[int]:
         """Reserve ``n`` slots (holes in owned blocks first, then fresh blocks)."""
@@ -172,12 +171,7 @@ class RequestKV:
         The new slots join ``pending``; attention then sees committed + pending K/V in that order
         (the engine's mask decides which of them each new token may attend to).
         """
-        self.pending.extend(new_slots)
-        self.counters.slots_written += len(new_slots)
-        device = self.cache.device
-        self._write_index = torch.tensor(new_slots, dtype=torch.long, device=device)
-        self._gather_index = torch.tensor(self.committed + self.pending, dtype=torch.long, device=device)
-        return self.hf_cache
+        return self._forward.begin([self], [new_slots])
 
     def commit(self, keep: list[int]) -> CommitStats:
         """Keep ``pending[i]`` for i in ``keep`` (in that order, appended to the sequence); free the rest."""
@@ -188,7 +182,7 @@ class RequestKV:
         dropped = [s for s in self.pending if s not in kept_set]
         self.committed.extend(kept)
         self.pending = []
-        self._write_index = None
+        self._writing = 0
         freed_blocks = self._release_slots(dropped, count_as_freed=True)
         return CommitStats(kept_slots=tuple(kept), freed_slots=tuple(dropped), freed_blocks=freed_blocks)
 
@@ -199,7 +193,7 @@ class RequestKV:
         self.block_table = []
         self.committed = []
         self.pending = []
-        self._write_index = None
+        self._writing = 0
         self._live = {}
         self._free_slots = []
 
@@ -257,26 +251,70 @@ class RequestKV:
             grid[block] = "".join(chars)
         return grid
 
-    # ---- called by the model's attention layers through _PagedLayer ----------------------
-    def _write_and_gather(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
-        # key_states, value_states: [1, num_kv_heads, n_new, head_dim]
-        pool_k, pool_v = self.cache.keys[layer], self.cache.values[layer]
-        pool_k.index_copy_(0, self._write_index, key_states[0].transpose(0, 1).to(pool_k.dtype))
-        pool_v.index_copy_(0, self._write_index, value_states[0].transpose(0, 1).to(pool_v.dtype))
-        # gathered: [1, num_kv_heads, n_cached, head_dim]
-        keys = pool_k.index_select(0, self._gather_index).transpose(0, 1).unsqueeze(0)
-        values = pool_v.index_select(0, self._gather_index).transpose(0, 1).unsqueeze(0)
-        return keys, values
+
+class PagedForward:
+    """One forward over the new tokens of one or more requests of a ``PagedKVCache``, as
+    transformers' Cache: the model's attention layers write the new K/V into the requests'
+    slots and read back each request's cached K/V, padded to the longest.
+
+    Row ``b`` of the batch is ``requests[b]``: its new tokens are the first ``len(new_slots[b])``
+    query rows (the rest is padding, never written), its keys are its committed + pending
+    slots followed by padding (the caller's mask hides padding columns).
+    """
+
+    def __init__(self, cache: PagedKVCache):
+        self.cache = cache
+        self.hf_cache = Cache(layers=[_PagedLayer(self, i) for i in range(cache.num_layers)])
+        self.write_index: torch.Tensor | None = None  # [n_new_total] slot of each real new row
+        self.write_rows: torch.Tensor | None = None  # [n_new_total] its row in [batch * n_query]; None: all rows
+        self.gather_index: torch.Tensor | None = None  # [batch, kv_length] slots each row attends over
+        self.past_length = 0  # kv_length - n_query
+
+    def begin(self, requests: list["RequestKV"], new_slots: list[list[int]]) -> Cache:
+        """The new slots join each request's ``pending``; returns the Cache for this forward."""
+        n_query = max(len(s) for s in new_slots)
+        gathers, write, rows = [], [], []
+        for b, (request, slots) in enumerate(zip(requests, new_slots)):
+            request.pending.extend(slots)
+            request.counters.slots_written += len(slots)
+            request._writing = len(slots)
+            gathers.append(request.committed + request.pending)
+            write += slots
+            rows += range(b * n_query, b * n_query + len(slots))
+        kv_length = max(len(g) for g in gathers)
+        device = self.cache.device
+        self.write_index = torch.tensor(write, dtype=torch.long, device=device)
+        padded = len(rows) < len(requests) * n_query
+        self.write_rows = torch.tensor(rows, dtype=torch.long, device=device) if padded else None
+        self.gather_index = torch.tensor([g + g[:1] * (kv_length - len(g)) for g in gathers], dtype=torch.long,
+                                         device=device)
+        self.past_length = kv_length - n_query
+        return self.hf_cache
+
+    def write_and_gather(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
+        # key_states, value_states: [batch, num_kv_heads, n_query, head_dim]
+        return (self._write_and_gather(self.cache.keys[layer], key_states),
+                self._write_and_gather(self.cache.values[layer], value_states))
+
+    def _write_and_gather(self, pool: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+        batch, heads, n_query, head_dim = states.shape
+        new = states.transpose(1, 2).reshape(batch * n_query, heads, head_dim)
+        if self.write_rows is not None:
+            new = new.index_select(0, self.write_rows)
+        pool.index_copy_(0, self.write_index, new.to(pool.dtype))
+        kv_length = self.gather_index.shape[1]
+        # gathered: [batch, num_kv_heads, kv_length, head_dim]
+        return pool.index_select(0, self.gather_index.view(-1)).view(batch, kv_length, heads, head_dim).transpose(1, 2)
 
 
 class _PagedLayer(CacheLayerMixin):
-    """transformers' per-layer cache API, backed by the request's slots in the shared pool."""
+    """transformers' per-layer cache API, backed by the requests' slots in the shared pool."""
 
     is_sliding = False
 
-    def __init__(self, request: RequestKV, layer_idx: int):
+    def __init__(self, forward: PagedForward, layer_idx: int):
         super().__init__()
-        self.request = request
+        self.forward = forward
         self.layer_idx = layer_idx
         self.is_initialized = True
 
@@ -284,14 +322,14 @@ class _PagedLayer(CacheLayerMixin):
         return None
 
     def update(self, key_states, value_states, *args, **kwargs):
-        return self.request._write_and_gather(self.layer_idx, key_states, value_states)
+        return self.forward.write_and_gather(self.layer_idx, key_states, value_states)
 
     def get_mask_sizes(self, query_length: int, *args, **kwargs) -> tuple[int, int]:
         return self.get_seq_length() + query_length, 0
 
     def get_seq_length(self) -> int:
-        """Tokens cached before the forward in progress."""
-        return self.request.num_cached - self.request.num_writing
+        """Keys before the forward in progress's queries (the longest request's, in a batch)."""
+        return self.forward.past_length
 
     def get_max_length(self) -> int:
         return -1

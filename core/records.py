@@ -64,6 +64,9 @@ class StepRecord:
     draft_s: float
     verify_s: float
     finished: bool
+    # EAGLE-2: every node scored before pruning (tokens, texts, parents, depths, probs, scores,
+    # expanded, kept_as -> index in ``nodes`` or -1); None for drafters that do not prune
+    expansion: dict[str, list] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}

@@ -3,6 +3,8 @@
 The end-to-end tests use the tiny target with the heads shipped next to it (assets/tiny/medusa,
 eagle, eagle3); the unit tests use hand-written logits or small random networks.
 """
+import json
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -231,3 +233,51 @@ def test_training_unroll_equals_drafting_with_the_paged_cache():
                 parents.append(len(parents) - 1)
                 out = run_segment(net, kv, out[None], [int(tokens[0, t + step])], parents)[-1]
                 torch.testing.assert_close(out, outputs[step - 1][0, t], atol=1e-5, rtol=1e-5)
+
+
+# ---- the command line and the API ---------------------------------------------------------------
+def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_path):
+    from core.records import read_trace
+    from tests.test_cli import cli
+
+    trace = tmp_path / "run.jsonl"
+    proc = cli("generate", "--drafter", "eagle3", "--tree", "4x5", "--eagle-nodes", "24", "--prompt", "我爱",
+               "--max-new-tokens", "24", "--check", "--json", "--trace", str(trace))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["baseline_match"] is True and data["settings"]["eagle_nodes"] == 24
+    assert data["draft"].endswith("eagle3")
+    step = read_trace(trace).steps[0]
+    expansion = step.expansion
+    assert len(step.nodes) == 24 < len(expansion["tokens"]) == len(expansion["texts"])
+    for i, node in enumerate(expansion["kept_as"]):
+        if node >= 0:
+            assert step.nodes[node].token == expansion["tokens"][i]
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(drafter="ngram", draft_size="xs"), "--draft-size applies"),
+    (dict(drafter="draft", draft_size="xxl"), "unknown draft size"),
+    (dict(drafter="draft", draft_size="xs", draft="assets/tiny/draft"), "not both"),
+    (dict(drafter="draft", drafter_weights="assets/tiny/eagle"), "learned drafters"),
+    (dict(drafter="eagle", medusa_choices="tuned"), "--medusa-choices applies"),
+    (dict(drafter="medusa", eagle_nodes=8), "--eagle-nodes applies"),
+    (dict(drafter="eagle", eagle_nodes=500), "eagle nodes must be between"),
+    (dict(drafter="eagle", drafter_weights="assets/tiny/medusa"), "not 'eagle'"),
+    (dict(drafter="medusa", medusa_choices="[[0], [0, 0], [0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0, 0]]"), "4 heads"),
+])
+def test_drafter_options_are_checked(options, message):
+    from core.api import build_decoder
+
+    with pytest.raises(UserError, match=message):
+        build_decoder("我爱", "tiny", **options)
+
+
+def test_each_draft_size_is_its_own_model():
+    from core.api import build_decoder
+
+    sizes = {}
+    for size in ("xs", "s", "l"):
+        decoder, _ = build_decoder("我爱", "tiny", "draft", draft_size=size)
+        sizes[size] = sum(p.numel() for p in decoder.drafter.draft.model.parameters())
+    assert sizes["xs"] < sizes["s"] < sizes["l"]

@@ -20,8 +20,12 @@ class DraftShape:
     depth: int = 4
 
     @classmethod
-    def parse(cls, k: int, tree: str | tuple[int, int] | None = None) -> "DraftShape":
-        """``tree`` as "WxD" (e.g. "2x3") or (W, D); without it, a chain of ``k``."""
+    def parse(cls, k: int, tree: str | tuple[int, int] | None = None, full_tree: bool = True) -> "DraftShape":
+        """``tree`` as "WxD" (e.g. "2x3") or (W, D); without it, a chain of ``k``.
+
+        ``full_tree=False`` for drafters that prune what they expand (EAGLE-2): the full tree's
+        node count is then no limit, the drafter bounds the nodes it keeps.
+        """
         if tree is None or tree == "":
             shape = cls(1, _as_int(k, "k"))
         elif isinstance(tree, str):
@@ -31,19 +35,19 @@ class DraftShape:
             shape = cls(_as_int(parts[0], "tree width"), _as_int(parts[1], "tree depth"))
         else:
             shape = cls(_as_int(tree[0], "tree width"), _as_int(tree[1], "tree depth"))
-        shape.validate()
+        shape.validate(full_tree)
         return shape
 
     @property
     def num_nodes(self) -> int:
         return sum(self.width**d for d in range(1, self.depth + 1))
 
-    def validate(self) -> None:
+    def validate(self, full_tree: bool = True) -> None:
         if not 1 <= self.depth <= MAX_DEPTH:
             raise UserError(f"draft depth k must be between 1 and {MAX_DEPTH} (got {self.depth})")
         if not 1 <= self.width <= MAX_WIDTH:
             raise UserError(f"tree width must be between 1 and {MAX_WIDTH} (got {self.width})")
-        if self.num_nodes > MAX_TREE_NODES:
+        if full_tree and self.num_nodes > MAX_TREE_NODES:
             raise UserError(
                 f"a {self.width}x{self.depth} tree has {self.num_nodes} nodes; at most {MAX_TREE_NODES} are allowed"
             )
@@ -78,6 +82,7 @@ class Drafter:
     model_path: str | None = None  # the draft model folder, when there is one
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
     # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
+    drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
 
     def __init__(self, shape: DraftShape | None = None, **_):
         self.shape = shape
@@ -108,6 +113,10 @@ class Drafter:
 
     def kv_summary(self) -> dict[str, int] | None:
         """The drafter's own KV counters, if it has a cache."""
+        return None
+
+    def expansion(self) -> dict | None:
+        """This step's scored tree before pruning, for a drafter that prunes (EAGLE-2), else None."""
         return None
 
 

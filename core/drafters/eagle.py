@@ -92,10 +92,11 @@ class EagleDrafter(Drafter):
 
     The tree: depth ``shape.depth``; ``eagle_top_k`` children per expanded node and expanded
     nodes per depth (default ``shape.width``); ``eagle_nodes`` nodes kept for the verify
-    (default: the full ``shape`` tree's size, at most what the expansion scores).
+    (default: the full ``shape`` tree's size, at most what the expansion scores and the node limit).
     """
 
     name = "eagle"
+    drafts_full_tree = False
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
                  eagle_top_k: int | None = None, eagle_nodes: int | None = None, **_):
@@ -116,7 +117,7 @@ class EagleDrafter(Drafter):
         if not 1 <= self.top_k <= MAX_WIDTH:
             raise UserError(f"eagle top-k must be between 1 and {MAX_WIDTH} (got {self.top_k})")
         scored = self.top_k + (self.depth - 1) * self.top_k**2
-        self.num_nodes = int(eagle_nodes or min(shape.num_nodes, scored))
+        self.num_nodes = int(eagle_nodes or min(shape.num_nodes, scored, MAX_TREE_NODES))
         if not 1 <= self.num_nodes <= MAX_TREE_NODES:
             raise UserError(f"eagle nodes must be between 1 and {MAX_TREE_NODES} (got {self.num_nodes})")
         self.max_nodes = self.num_nodes
@@ -159,6 +160,9 @@ class EagleDrafter(Drafter):
     def stop(self) -> None:
         if self.kv is not None:
             self.kv.release_all()
+
+    def expansion(self) -> dict | None:
+        return None if self.last_expansion is None else self.last_expansion.to_dict()
 
     def kv_summary(self) -> dict[str, int] | None:
         return None if self.kv is None else self.kv.summary()

@@ -20,8 +20,11 @@ from ..errors import UserError
 
 
 def default_folder(target_path: str, kind: str) -> Path:
-    """``<target folder>/../<kind>``: where ``python -m core train <kind>`` writes by default."""
-    return Path(target_path).resolve().parent / kind
+    """``<target folder>/../<kind>``, or ``<preset's drafter folder>/<kind>`` for a preset's target
+    (``assets/gemma-270m/<kind>``): where ``python -m core train <kind>`` writes by default."""
+    from ..models import drafter_home
+
+    return drafter_home(target_path) / kind
 
 
 _fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> fingerprint

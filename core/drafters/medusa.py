@@ -153,6 +153,10 @@ class MedusaDrafter(Drafter):
             self.choices = parse_choices(config["tree"])
         else:
             self.choices = parse_choices(medusa_choices)
+        deepest = max(len(path) for path in self.choices)
+        if deepest > self.heads.config.num_heads:
+            raise UserError(f"medusa choices reach depth {deepest}, but there are only "
+                            f"{self.heads.config.num_heads} heads")
         self.max_nodes = len(self.choices)
         self.feature: torch.Tensor | None = None
 

@@ -1,0 +1,188 @@
+"""Batched speculative decoding: several requests decoded together, ONE target forward per step.
+
+Each request keeps everything of its own that the single-request engine has -- a
+``SpeculativeDecoder`` with its drafter, acceptance, tallies and StepRecords, and a ``RequestKV``
+(block table, slot mapping) -- but all requests' KV live in ONE shared block pool, and the
+target's forwards are batched: the prefill of every prompt is one forward, then each step is one
+forward over every active request's ``[root] + tree``, padded to the longest (a per-request 4D
+tree mask and position ids; padding rows are never written to the cache). Acceptance is ragged:
+each request accepts its own prefix and commits (or frees) its own slots. A request that reaches
+EOS or its token budget leaves the batch and returns its blocks at once; the others go on.
+
+Drafting runs per request (each drafter object proposes for its own request); only the target's
+forwards are batched. With greedy decoding every request's output is token for token what it is
+alone (and what ``model.generate`` gives); with sampling each request draws from its own
+generator, seeded as it would be alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Iterator
+
+from .engine import SpeculativeDecoder
+from .errors import UserError
+from .forward import chain_parents, forward_batch
+from .kv_cache import PagedForward, PagedKVCache
+from .records import RunResult, StepRecord
+from .tree import with_root
+
+MAX_BATCH = {"cpu": 16, "cuda": 64}
+
+
+def max_batch(device) -> int:
+    """The largest batch allowed on this device type (16 on CPU, 64 on CUDA)."""
+    return MAX_BATCH.get(getattr(device, "type", str(device)), MAX_BATCH["cpu"])
+
+
+def check_batch_size(batch: int, device) -> None:
+    limit = max_batch(device)
+    if not isinstance(batch, int) or not 1 <= batch <= limit:
+        raise UserError(f"batch size must be between 1 and {limit} on {getattr(device, 'type', device)} (got {batch!r})")
+
+
+@dataclass
+class BatchResult:
+    """Per-request RunResults (in request order) and the batch's own totals."""
+
+    results: list[RunResult]
+    wall_s: float
+    target_forwards: int  # batched verify forwards (the prefill not counted)
+    peak_blocks_in_use: int  # of the shared pool
+    blocks_in_use_after: int
+    stop_reason: str  # "done" | "cancelled" | "error"
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(r.new_tokens for r in self.results)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class BatchDecoder:
+    """Decodes several prompts together. Iterate ``steps()``: one ``{request index: StepRecord}``
+    per batched target forward (only the requests still running); afterwards ``result``.
+
+    Closing the iterator early (a cancel) or an exception returns every block of the shared pool
+    and of every drafter.
+    """
+
+    def __init__(self, decoders: list[SpeculativeDecoder], prompt_ids: list[list[int]]):
+        if len(decoders) != len(prompt_ids) or not decoders:
+            raise UserError("a batch needs one prompt per decoder, and at least one")
+        target = decoders[0].target
+        check_batch_size(len(decoders), target.device)
+        if any(d.target is not target for d in decoders):
+            raise UserError("every request of a batch must use the same target model")
+        if len({d.settings.block_size for d in decoders}) != 1:
+            raise UserError("every request of a batch must use the same KV block size")
+        self.decoders = decoders
+        self.prompt_ids = [list(ids) for ids in prompt_ids]
+        self.target = target
+        # the target hidden states any drafter observes, in one forward
+        self.hidden_layers = tuple(sorted({layer for d in decoders for layer in d.drafter.hidden_layers}))
+        self.pool: PagedKVCache | None = None
+        self.result: BatchResult | None = None
+
+    def steps(self) -> Iterator[dict[int, StepRecord | None]]:
+        start = perf_counter()
+        self.pool = self._shared_pool()
+        forward = PagedForward(self.pool)
+        running: list[int] = []
+        forwards = 0
+        stop_reason = "done"
+        try:
+            for i, (decoder, ids) in enumerate(zip(self.decoders, self.prompt_ids)):
+                decoder.begin(ids, self.pool)
+                running.append(i)
+            self._prefill(forward)
+            while running:
+                records = self._step(forward, running)
+                forwards += 1
+                for i in list(running):
+                    if self.decoders[i].finished:
+                        self.decoders[i].end()  # its blocks go back to the pool now
+                        running.remove(i)
+                yield records
+        except GeneratorExit:
+            stop_reason = "cancelled"
+            raise
+        except Exception:
+            stop_reason = "error"
+            raise
+        finally:
+            for i in running:
+                self.decoders[i].end(stop_reason)
+            self.result = BatchResult(
+                results=[d.result for d in self.decoders if d.result is not None],
+                wall_s=perf_counter() - start,
+                target_forwards=forwards,
+                peak_blocks_in_use=self.pool.pool.peak_in_use,
+                blocks_in_use_after=self.pool.pool.blocks_in_use,
+                stop_reason=stop_reason,
+            )
+
+    def _shared_pool(self) -> PagedKVCache:
+        """One pool with room for every request at its largest (as each would size its own)."""
+        block_size = self.decoders[0].settings.block_size
+        blocks = sum(math.ceil(d.capacity_tokens(len(ids)) / block_size) + 1
+                     for d, ids in zip(self.decoders, self.prompt_ids))
+        return PagedKVCache.for_model(self.target.model, blocks, block_size)
+
+    def _prefill(self, forward: PagedForward) -> None:
+        """Every prompt but its last token, in one forward (prompts of one token have nothing to prefill)."""
+        todo = [i for i, ids in enumerate(self.prompt_ids) if len(ids) > 1]
+        if not todo:
+            return
+        prefixes = [self.prompt_ids[i][:-1] for i in todo]
+        outs = self._forward(forward, todo, prefixes, [chain_parents(len(p)) for p in prefixes])
+        for i, prefix, (_, hidden) in zip(todo, prefixes, outs):
+            self.decoders[i].prefilled(prefix, hidden)
+
+    def _step(self, forward: PagedForward, running: list[int]) -> dict[int, StepRecord | None]:
+        """propose (per request) -> ONE verify forward over all trees -> accept and commit (per request)."""
+        proposals = {i: self.decoders[i].propose_step() for i in running}
+        t0 = perf_counter()
+        outs = self._forward(
+            forward, running,
+            [[proposals[i].root] + proposals[i].tree.tokens for i in running],
+            [with_root(proposals[i].tree.parents) for i in running],
+        )
+        verify_s = perf_counter() - t0
+        records = {}
+        for i, (logits, hidden) in zip(running, outs):
+            decoder = self.decoders[i]
+            records[i] = decoder.finish_step(proposals[i], decoder.target_probs(logits), hidden, verify_s)
+        return records
+
+    def _forward(self, forward: PagedForward, which: list[int], input_ids, parents):
+        """One target forward for requests ``which``; each gets the hidden layers its drafter asked for."""
+        outs = forward_batch(self.target.model, forward, [self.decoders[i].kv for i in which], input_ids, parents,
+                             self.hidden_layers)
+        return [(logits, [hidden[self.hidden_layers.index(layer)] for layer in self.decoders[i].drafter.hidden_layers])
+                for i, (logits, hidden) in zip(which, outs)]
+
+
+def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft", **options) -> BatchDecoder:
+    """A batch of ``prompts`` decoded with one drafter kind (one drafter object per request).
+
+    ``options`` are ``core.build_decoder``'s (k, tree, temperature, seed, max_new_tokens, device,
+    ...); with ``seed`` request i is seeded ``seed + i``.
+    """
+    from .api import build_decoder
+
+    if not prompts:
+        raise UserError("a batch needs at least one prompt")
+    seed = int(options.pop("seed", 0))
+    built = [build_decoder(p, preset, drafter, seed=seed + i, **options) for i, p in enumerate(prompts)]
+    return BatchDecoder([d for d, _ in built], [ids for _, ids in built])
+
+
+def run_batch(batch: BatchDecoder) -> BatchResult:
+    """Decode the whole batch; returns its result."""
+    for _ in batch.steps():
+        pass
+    return batch.result
