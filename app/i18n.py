@@ -33,15 +33,18 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.drafter": ("草稿方法", "Drafter"),
     "ctl.drafter_info": ("none = 不用草稿，目标模型逐个生成（基线）", "none = no draft, the target alone (baseline)"),
     "ctl.drafters": ("参与比较的草稿方法", "Drafters to compare"),
-    "ctl.drafters_info": ("基线（none）总会先跑一遍", "the baseline (none) always runs first"),
+    "ctl.drafters_info": ("基线（none）总会先跑一遍；draft-xs / draft / draft-l 是同一分词器、不同大小的草稿模型",
+                          "the baseline (none) always runs first; draft-xs / draft / draft-l are draft models of "
+                          "three sizes with the target's tokenizer"),
     "ctl.k": ("k：草稿长度 / 树深度", "k: draft length / tree depth"),
     "ctl.width": ("树宽度（1 = 链）", "Tree width (1 = chain)"),
     "ctl.shapes": ("草稿形状", "Draft shapes"),
     "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3", "comma-separated: a number is a chain of k, "
                         "WxD a tree, e.g. 2x3"),
-    "ctl.eagle_topk": ("EAGLE top-k", "EAGLE top-k"),
     "ctl.eagle_n": ("EAGLE 节点数 N", "EAGLE nodes N"),
-    "ctl.eagle_pending": ("引擎尚未接收此参数，暂不生效", "not yet taken by the engine; has no effect yet"),
+    "ctl.eagle_n_info": ("EAGLE-2 动态树：每层扩展置信度最高的 top-k（= 树宽度）个节点，深度 = k，最后只留最好的 N 个送去验证",
+                         "EAGLE-2 dynamic tree: each depth expands the top-k (= tree width) most confident nodes, "
+                         "depth = k; the best N nodes go to the verify"),
     "ctl.temperature": ("温度", "Temperature"),
     "ctl.temperature_info": ("0 = 贪心；大于 0 时按推测采样规则接受", "0 = greedy; above 0 the speculative "
                              "sampling rule decides"),
@@ -78,6 +81,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "kind.accepted": ("接受的草稿", "accepted draft"),
     "kind.rejected": ("被拒绝", "rejected"),
     "kind.not_reached": ("未检查", "not reached"),
+    "kind.pruned": ("扩展后被剪掉（未送去验证）", "expanded, pruned before the verify"),
+    "tree.score": ("累计置信度", "cumulative confidence"),
     "kind.correction": ("修正", "correction"),
     "kind.bonus": ("奖励 token", "bonus"),
     "kind.target": ("目标模型生成", "target token"),
@@ -178,6 +183,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "col.forwards": ("目标前向", "target forwards"),
     "col.tau": ("τ", "τ"),
     "col.acceptance": ("接受率", "acceptance"),
+    "col.draft_cost": ("草稿耗时 / 验证耗时", "draft time / verify time"),
     "col.wall": ("耗时 (s)", "wall (s)"),
     "col.speedup": ("加速比", "speedup"),
     "col.identical": ("与基线一致", "same as baseline"),

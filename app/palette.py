@@ -9,6 +9,7 @@ COLORS = {
     "target": "#2b6cb0",  # a plain one-token step (no draft)
     "not_reached": "#b8b8b8",  # drafted after a miss: never judged
     "proposed": "#8a9bb0",  # drafted, not verified yet (classroom illustration)
+    "pruned": "#e4e4e4",  # scored by EAGLE-2's expansion, cut before the verify
     "root": "#3d3d3d",  # the last committed token the draft hangs from
     "prompt": "#3d3d3d",
 }

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
 
 STEP_ARGS = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
-                 max_new_tokens=16)
+                 max_new_tokens=16, eagle_nodes=16)
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +78,14 @@ def test_a_value_outside_a_list_is_refused_with_a_message(url):
 
 def test_compare_reports_every_drafter_against_the_same_baseline(url):
     status, table, plot = client(url).predict("en", "It is a truth universally acknowledged", "tiny",
-                                              ["draft", "ngram"], "3", 0, 0, 12, api_name="/compare")
-    assert "Done: 3 runs" in status
+                                              ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, api_name="/compare")
+    assert "Done: 4 runs" in status
     rows = table["data"]
-    assert [row[0] for row in rows] == ["none", "draft · k=3", "ngram · k=3"]
-    assert rows[0][6] == "1.00×" and all(row[6].endswith("×") for row in rows)
-    assert [row[7] for row in rows[1:]] == ["✓", "✓"]  # greedy: every drafter matches the baseline
-    assert len(json.loads(plot["plot"])["data"]) == 6
+    assert [row[0] for row in rows] == ["none", "draft-xs · k=3", "ngram · k=3", "eagle3 · k=3"]
+    assert rows[0][5] == "—" and float(rows[1][5]) > 0 and float(rows[3][5]) > 0  # draft time / verify time
+    assert rows[0][7] == "1.00×" and all(row[7].endswith("×") for row in rows)
+    assert [row[8] for row in rows[1:]] == ["✓", "✓", "✓"]  # greedy: every drafter matches the baseline
+    assert len(json.loads(plot["plot"])["data"]) == 8
 
 
 def test_worth_it_and_replay_and_language(url):

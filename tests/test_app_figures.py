@@ -72,6 +72,23 @@ def test_tree_figure_draws_every_node_in_its_colour(runs, kind):
             assert f"p (target probability) = {node.target_prob:.3f}" in hovers
 
 
+def test_eagle_tree_shows_what_its_expansion_pruned():
+    """EAGLE-2 keeps the N best of the nodes it scored; the figure draws the rest faded, under their parents."""
+    from app.palette import COLORS
+
+    result = generate("我爱", preset="tiny", drafter="eagle3", tree="3x4", eagle_nodes=10, max_new_tokens=8)
+    record = result.steps[0]
+    expansion = record.expansion
+    pruned = [i for i, node in enumerate(expansion["kept_as"]) if node < 0]
+    assert len(record.nodes) == 10 and len(pruned) == len(expansion["tokens"]) - 10 > 0
+    fig = tree_figure(record, "en")
+    colors = [trace.marker.color for trace in _points(fig) for _ in trace.text]
+    assert colors.count(COLORS["pruned"]) == len(pruned)
+    assert len(colors) == len(record.nodes) + 2 + len(pruned)
+    hovers = " ".join(h for trace in _points(fig) for h in trace.hovertext)
+    assert "cumulative confidence" in hovers
+
+
 def test_kv_grid_shows_the_slot_grid(runs):
     for record in runs["tree"].steps[:5]:
         fig = kv_grid_figure(record, "en")
@@ -180,12 +197,13 @@ def test_stopping_a_run_returns_its_kv_blocks():
     ("prompt", "  ", "the prompt is empty"),
     ("preset", "../../etc", "cannot be"),
     ("drafter", "magic", "cannot be"),
+    ("eagle_nodes", 500, "EAGLE nodes N must be a number from 1 to 128"),
 ])
 def test_controls_refuse_bad_values_with_a_message(field, value, message):
     from app.controls import run_request
 
-    values = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
-                  max_new_tokens=16)
+    values = dict(prompt="我爱", preset="tiny", drafter="eagle" if field == "eagle_nodes" else "draft", k=4,
+                  width=1, temperature=0, seed=0, max_new_tokens=16)
     values[field] = value
     with pytest.raises(UserError, match=re.escape(message)):
         run_request("en", ["tiny"], **values)
@@ -201,6 +219,10 @@ def test_compare_requests_put_the_baseline_first():
         compare_requests("en", ["tiny"], "hi", "tiny", ["draft"], "4, big", 0, 0, 16)
     with pytest.raises(UserError, match="at least one drafter"):
         compare_requests("en", ["tiny"], "hi", "tiny", [], "4", 0, 0, 16)
+    sizes = compare_requests("en", ["tiny"], "hi", "tiny", ["draft-xs", "draft-l", "eagle3"], "4", 0, 0, 16)
+    assert [(r.drafter, r.draft_size) for r in sizes] == [("none", None), ("draft", "xs"), ("draft", "l"),
+                                                          ("eagle3", None)]
+    assert sizes[1].label() == "draft-xs · k=4"
 
 
 def test_every_text_exists_in_both_languages_with_the_same_fields():

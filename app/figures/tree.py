@@ -2,7 +2,8 @@
 
 The root (the last committed token) sits on the left; depth grows to the right. The target's
 own token of the step -- correction, bonus, or the plain next token -- is drawn as one more
-node under the last accepted node, in its own colour.
+node under the last accepted node, in its own colour. For EAGLE-2's dynamic tree the nodes its
+expansion scored but pruned before the verify are drawn too, faded (when there are few enough).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from .style import finish
 
 ROOT = -1
 NEXT = -2  # the target's token of the step
+PRUNED = 100_000  # key of pruned expansion candidate i: PRUNED + i
+MAX_DRAWN_PRUNED = 72  # more would crowd the figure: then only the verified tree is drawn
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class _Box:
     draft_prob: float = math.nan
     target_prob: float = math.nan
     proposer: str = ""
+    score: float = math.nan  # EAGLE-2: cumulative log confidence of a pruned candidate
 
 
 def _boxes(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None) -> list[_Box]:
@@ -44,6 +48,22 @@ def _boxes(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord |
         anchor, depth = (ROOT, 1) if last_accepted is None else (last_accepted.id, last_accepted.depth + 1)
         boxes.append(_Box(NEXT, anchor, depth, next_token.text, next_token.kind))
     return boxes
+
+
+def _pruned_boxes(expansion: dict | None) -> list[_Box]:
+    """The candidates EAGLE-2 scored and cut, hung under their (kept or cut) parents."""
+    if not expansion:
+        return []
+    kept_as, parents = expansion["kept_as"], expansion["parents"]
+    cut = [i for i, node in enumerate(kept_as) if node < 0]
+    if not cut or len(cut) > MAX_DRAWN_PRUNED:
+        return []
+
+    def key(i: int) -> int:
+        return ROOT if i < 0 else (kept_as[i] if kept_as[i] >= 0 else PRUNED + i)
+
+    return [_Box(PRUNED + i, key(parents[i]), expansion["depths"][i], expansion["texts"][i], "pruned",
+                 draft_prob=expansion["probs"][i], score=expansion["scores"][i]) for i in cut]
 
 
 def _rows(boxes: list[_Box]) -> dict[int, float]:
@@ -77,7 +97,11 @@ def _short(text: str, limit: int = 5) -> str:
 
 def _hover(box: _Box, lang: str, show_probs: bool) -> str:
     lines = [f"<b>{html.escape(visible(box.token_text))}</b> · {t('kind.' + box.kind, lang)}"]
-    if box.key >= 0:
+    if box.kind == "pruned":
+        lines.append(f"{t('tree.depth', lang)} {box.x}")
+        lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f}")
+        lines.append(f"{t('tree.score', lang)} = {math.exp(box.score):.3g}")
+    elif box.key >= 0:
         lines.append(f"{t('tree.depth', lang)} {box.x}")
         if show_probs:
             lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f}")
@@ -107,21 +131,24 @@ def _edges(boxes: list[_Box], rows: dict[int, float], accepted_path: set[int]) -
 
 def tree_figure(record: StepRecord, lang: str) -> go.Figure:
     """The draft tree of one step of a run."""
-    return draw_tree(record.root, record.nodes, record.next, lang, t("tree.title", lang, step=record.step + 1))
+    return draw_tree(record.root, record.nodes, record.next, lang, t("tree.title", lang, step=record.step + 1),
+                     expansion=record.expansion)
 
 
 def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None, lang: str, title: str,
-              *, show_probs: bool = True) -> go.Figure:
+              *, show_probs: bool = True, expansion: dict | None = None) -> go.Figure:
     """A draft tree under ``root`` with the target's ``next_token`` (None: not verified yet).
 
     ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom.
+    ``expansion``: EAGLE-2's scored tree (StepRecord.expansion); its pruned nodes are drawn faded.
     """
-    boxes = _boxes(root, nodes, next_token)
+    boxes = _boxes(root, nodes, next_token) + _pruned_boxes(expansion)
     rows = _rows(boxes)
     accepted_path = {b.key for b in boxes if b.kind == "accepted"}
     fig = go.Figure(_edges(boxes, rows, accepted_path))
     small = len(boxes) <= 24
-    for kind in ("root", "proposed", "accepted", "rejected", "not_reached", "correction", "bonus", "target"):
+    for kind in ("root", "proposed", "accepted", "rejected", "not_reached", "correction", "bonus", "target",
+                 "pruned"):
         group = [b for b in boxes if b.kind == kind]
         if not group:
             continue
@@ -131,7 +158,7 @@ def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecor
             mode="markers+text",
             name=t("kind." + kind, lang),
             text=[html.escape(_short(visible(b.token_text))) for b in group],
-            textfont={"color": "white", "size": 14 if small else 10},
+            textfont={"color": "#555555" if kind == "pruned" else "white", "size": 14 if small else 10},
             marker={"symbol": "square", "size": 44 if small else 28, "color": COLORS[kind],
                     "line": {"color": "white", "width": 1}},
             hovertext=[_hover(b, lang, show_probs) for b in group],
@@ -139,7 +166,7 @@ def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecor
         ))
     if show_probs and small:
         for box in boxes:
-            if box.key >= 0:
+            if 0 <= box.key < PRUNED:
                 fig.add_annotation(x=box.x, y=rows[box.key], yshift=-27, showarrow=False,
                                    text=f"q {box.draft_prob:.2f} · p {box.target_prob:.2f}",
                                    font={"size": 10, "color": "#555555"})

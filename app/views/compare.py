@@ -8,9 +8,7 @@ import gradio as gr
 import pandas as pd
 
 from core import UserError
-from core.drafters import DRAFTERS
-
-from ..controls import MAX_TEMPERATURE, RunRequest, compare_requests
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, RunRequest, compare_requests
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
@@ -18,8 +16,16 @@ from ..labels import Labels
 from ..session import CompareRow, Session, ensure, measured_point
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
-COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.wall",
-           "col.speedup", "col.identical")
+COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
+           "col.wall", "col.speedup", "col.identical")
+
+
+def draft_cost(result) -> str:
+    """Drafting time per verify time (one target forward), summed over the run's steps."""
+    verify = sum(step.verify_s for step in result.steps)
+    if result.drafter == "none" or verify <= 0:
+        return "—"
+    return f"{sum(step.draft_s for step in result.steps) / verify:.2f}"
 
 
 def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:
@@ -30,7 +36,7 @@ def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:
     data = [
         [row.label, row.result.new_tokens, row.result.target_forwards, round(row.result.mean_accepted_tokens, 2),
          "—" if row.result.drafter == "none" else f"{row.result.acceptance_rate:.1%}",
-         round(row.result.wall_s, 2), f"{row.speedup:.2f}×", identical(row)]
+         draft_cost(row.result), round(row.result.wall_s, 2), f"{row.speedup:.2f}×", identical(row)]
         for row in rows
     ]
     return pd.DataFrame(data, columns=[t(c, lang) for c in COLUMNS])
@@ -72,8 +78,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
                         label="ctl.preset")
     with gr.Row():
-        speculative = [d for d in DRAFTERS if d != "none"]
-        drafters = labels(gr.CheckboxGroup(speculative, value=speculative, label=labels.text("ctl.drafters"),
+        drafters = labels(gr.CheckboxGroup(list(COMPARE_CHOICES), value=COMPARE_DEFAULT, label=labels.text("ctl.drafters"),
                                            info=labels.text("ctl.drafters_info"), elem_id="cmp-drafters", scale=2),
                           label="ctl.drafters", info="ctl.drafters_info")
         shapes = labels(gr.Textbox("4, 2x3", label=labels.text("ctl.shapes"), info=labels.text("ctl.shapes_info"),

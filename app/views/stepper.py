@@ -8,7 +8,7 @@ import gradio as gr
 
 from core.drafters import DRAFTERS
 
-from ..controls import MAX_TEMPERATURE, run_request
+from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, run_request
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -17,7 +17,6 @@ from ..session import Run, Session, ensure, measured_point
 from .panels import StepPanels, step_panels
 
 PLAY_DELAY_S = 0.4
-EAGLE_DRAFTERS = ("eagle", "eagle3")
 DEFAULT_PROMPT = "我爱"
 
 
@@ -75,11 +74,10 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             with gr.Row():
                 k = labels(gr.Number(4, label=labels.text("ctl.k"), elem_id="step-k"), label="ctl.k")
                 width = labels(gr.Number(1, label=labels.text("ctl.width"), elem_id="step-width"), label="ctl.width")
-            with gr.Row(visible=False) as eagle_row:
-                labels(gr.Number(8, label=labels.text("ctl.eagle_topk"), info=labels.text("ctl.eagle_pending"),
-                                 precision=0), label="ctl.eagle_topk", info="ctl.eagle_pending")
-                labels(gr.Number(60, label=labels.text("ctl.eagle_n"), info=labels.text("ctl.eagle_pending"),
-                                 precision=0), label="ctl.eagle_n", info="ctl.eagle_pending")
+            with gr.Row(visible=default_drafter in EAGLE_DRAFTERS) as eagle_row:
+                eagle_nodes = labels(gr.Number(16, label=labels.text("ctl.eagle_n"), info=labels.text("ctl.eagle_n_info"),
+                                               precision=0, elem_id="step-eagle-n"),
+                                     label="ctl.eagle_n", info="ctl.eagle_n_info")
             temperature = labels(gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label=labels.text("ctl.temperature"),
                                            info=labels.text("ctl.temperature_info")),
                                  label="ctl.temperature", info="ctl.temperature_info")
@@ -102,7 +100,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             panels = step_panels(labels, "step")
 
     view = StepperView(panels, status, summary, download)
-    controls = [prompt, preset, drafter, k, width, temperature, seed, max_new]
+    controls = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes]
     outputs = [state, status, summary, download] + panels.outputs
 
     def advance(session: Session, lang_value: str) -> dict:
