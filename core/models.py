@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from . import gemma
 from .errors import UserError
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -23,6 +24,7 @@ class Preset:
     target: str
     draft: str | None
     description: str
+    drafters: str | None = None  # folder holding the learned drafters' weights (medusa, eagle, eagle3)
 
 
 PRESETS = {
@@ -31,8 +33,21 @@ PRESETS = {
         target=str(ASSETS / "tiny" / "target"),
         draft=str(ASSETS / "tiny" / "draft"),
         description="embedded Llama-architecture pair trained here (Chinese + English), instant start",
+        drafters=str(ASSETS / "tiny"),
+    ),
+    "gemma-270m": Preset(
+        name="gemma-270m",
+        target=str(gemma.cache_dir()),  # resolve_preset converts it there on first use
+        draft=str(ASSETS / "gemma-270m" / "draft"),
+        description="Gemma 3 270M (Gemma Terms of Use) with drafters trained here; needs the Gemma packages",
+        drafters=str(ASSETS / "gemma-270m"),
     ),
 }
+
+
+def default_preset() -> str:
+    """``gemma-270m`` when its packages are installed (or it is already converted), else ``tiny``."""
+    return "gemma-270m" if gemma.available() else "tiny"
 
 
 @dataclass(frozen=True)
@@ -73,7 +88,15 @@ def pick_device(device: str | None = None) -> torch.device:
 
 
 def resolve_preset(preset: str) -> Preset:
-    """A preset name, a local model folder (target only), or a hub id."""
+    """A preset name, a local model folder (target only), or a hub id.
+
+    ``gemma-270m`` is converted here on first use (minutes, with progress on stderr).
+    """
+    if preset == "gemma-270m":
+        folder = str(gemma.ensure_converted())
+        draft = PRESETS[preset].draft
+        return Preset(preset, folder, draft if (Path(draft) / "config.json").is_file() else None,
+                      PRESETS[preset].description, PRESETS[preset].drafters)
     if preset in PRESETS:
         return PRESETS[preset]
     if Path(preset).is_dir():
@@ -82,6 +105,18 @@ def resolve_preset(preset: str) -> Preset:
         return Preset(name=preset, target=preset, draft=None, description="hub id")
     known = ", ".join(sorted(PRESETS))
     raise UserError(f"unknown preset {preset!r}: use one of {known}, a model folder, or a hub id like org/name")
+
+
+def drafter_home(target_path: str) -> Path:
+    """Where the learned drafters for ``target_path`` live: the preset's drafter folder for a
+    preset's target (Gemma's converted target sits in a cache, its drafters in ``assets``), else
+    the target folder's parent."""
+    resolved = Path(target_path).resolve()
+    for preset in PRESETS.values():
+        target = Path(gemma.cache_dir()) if preset.name == "gemma-270m" else Path(preset.target)
+        if preset.drafters and target.resolve() == resolved:
+            return Path(preset.drafters)
+    return resolved.parent
 
 
 def load_model(path: str, device: str | None = None, trust_remote_code: bool = False) -> LoadedModel:
@@ -97,6 +132,9 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
         except (OSError, ValueError) as e:
             first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "custom code" in str(e) or "trust_remote_code" in str(e):
+                first_line = ("it ships its own model code, which runs only with --trust-remote-code "
+                              "(trust_remote_code=True); read that code first")
             raise UserError(f"could not load model {path!r}: {first_line}") from None
         model.to(torch_device).eval()
         config = model.config.get_text_config()

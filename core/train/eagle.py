@@ -68,6 +68,14 @@ def draft_vocabulary(data: DrafterData, choice: str, vocab_size: int) -> torch.T
     return None if size == vocab_size else torch.sort(torch.topk(counts, size).indices).values
 
 
+def rope_theta(config) -> float:
+    """The target's RoPE base; for targets with one per layer type (Gemma 3), the local layers'."""
+    rope = config.rope_parameters
+    if "rope_theta" not in rope:
+        rope = rope.get("sliding_attention") or next(iter(rope.values()))
+    return float(rope["rope_theta"])
+
+
 def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size: int | None = None,
             draft_vocab: torch.Tensor | None = None) -> FeatureDrafterNet:
     """A fresh drafter for ``target_model``: one decoder layer shaped like the target's."""
@@ -77,7 +85,7 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
         intermediate_size=intermediate_size or config.intermediate_size,
         num_attention_heads=config.num_attention_heads, num_key_value_heads=config.num_key_value_heads,
         max_position_embeddings=config.max_position_embeddings,
-        rope_theta=float(config.rope_parameters["rope_theta"]), rms_norm_eps=config.rms_norm_eps,
+        rope_theta=rope_theta(config), rms_norm_eps=config.rms_norm_eps,
         output_norm=kind == "eagle3", draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
     )
     embed = target_model.get_input_embeddings().weight
