@@ -35,6 +35,7 @@ class MedusaConfig:
     num_heads: int
     hidden_size: int
     own_lm_head: bool = False  # each head trains its own LM head (initialised from the target's)
+    draft_vocab_size: int | None = None  # heads score only these target tokens (None: the whole vocabulary)
 
 
 class ResBlock(nn.Module):
@@ -51,12 +52,25 @@ class ResBlock(nn.Module):
 
 
 class MedusaHeads(nn.Module):
-    """K heads; ``forward(hidden [..., H]) -> logits [..., K, vocab]``."""
+    """K heads; ``forward(hidden [..., H]) -> logits [..., K, draft vocab]``.
 
-    def __init__(self, config: MedusaConfig, target_head_weight: torch.Tensor):
+    ``draft_vocab`` ([draft_vocab_size] target ids, or None) restricts the LM head to those rows:
+    with a 262k-token target vocabulary the full head would cost as much as the target's own.
+    """
+
+    def __init__(self, config: MedusaConfig, target_head_weight: torch.Tensor,
+                 draft_vocab: torch.Tensor | None = None):
         super().__init__()
         self.config = config
+        self.vocab_size = target_head_weight.shape[0]
         self.blocks = nn.ModuleList(ResBlock(config.hidden_size) for _ in range(config.num_heads))
+        if config.draft_vocab_size is not None:
+            if draft_vocab is None or len(draft_vocab) != config.draft_vocab_size:
+                raise ValueError("draft_vocab must list draft_vocab_size target ids")
+            self.register_buffer("draft_vocab", draft_vocab.to(torch.long))
+            target_head_weight = target_head_weight[self.draft_vocab]
+        else:
+            self.draft_vocab = None
         if config.own_lm_head:
             self.lm_heads = nn.Parameter(target_head_weight.detach().clone().repeat(config.num_heads, 1, 1))
         else:
@@ -68,6 +82,14 @@ class MedusaHeads(nn.Module):
         if self.lm_heads is None:
             return per_head @ self.shared_head.T  # [..., K, vocab]
         return torch.einsum("...kh,kvh->...kv", per_head, self.lm_heads)
+
+    def target_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., H] -> logits over the target's vocabulary [..., K, vocab] (-inf outside the draft vocabulary)."""
+        logits = self(hidden)
+        if self.draft_vocab is None:
+            return logits
+        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.draft_vocab, logits)
 
 
 # ---- the static tree -----------------------------------------------------------------------
@@ -143,7 +165,7 @@ class MedusaDrafter(Drafter):
         folder = weights or default_folder(target.path, "medusa")
         config, state = load_folder(folder, "medusa", target.model)
         head_weight = target.model.get_output_embeddings().weight
-        self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight)
+        self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight, state.get("draft_vocab"))
         self.heads.load_state_dict(state)
         self.heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
         self.model_path = str(folder)
@@ -170,6 +192,6 @@ class MedusaDrafter(Drafter):
     def propose(self, ctx: ProposeContext) -> DraftTree:
         if self.feature is None or ctx.max_depth <= 0:
             return DraftTree()  # a one-token prompt: no hidden state yet
-        head_logits = self.heads(self.feature).float()  # [K, vocab]
+        head_logits = self.heads.target_logits(self.feature).float()  # [K, vocab]
         self.forwards += 1
         return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator)

@@ -23,22 +23,46 @@ from ..drafters.base import DraftShape
 from ..drafters.learned import save_folder, target_fingerprint
 from ..drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
 from . import heldout
+from .eagle import draft_vocabulary
 from .features import DataSettings, DrafterData, add_common_arguments, prepare, soft_cross_entropy, training_record
 from .tiny import TrainConfig, lr_factor
 
 RANKS = 8  # ranks per head measured for the tuned tree
 
 
-def new_heads(target_model, num_heads: int, own_lm_head: bool = False) -> MedusaHeads:
-    """Fresh heads for ``target_model`` (each starts as the target's own LM head)."""
+def new_heads(target_model, num_heads: int, own_lm_head: bool = False,
+              draft_vocab: torch.Tensor | None = None) -> MedusaHeads:
+    """Fresh heads for ``target_model`` (each starts as the target's own LM head, cut to ``draft_vocab``)."""
     head = target_model.get_output_embeddings().weight
-    return MedusaHeads(MedusaConfig(num_heads, head.shape[1], own_lm_head), head)
+    size = None if draft_vocab is None else len(draft_vocab)
+    return MedusaHeads(MedusaConfig(num_heads, head.shape[1], own_lm_head, size), head, draft_vocab)
+
+
+def vocab_index(heads: MedusaHeads) -> torch.Tensor | None:
+    """[target vocab] -> row of the heads' draft vocabulary, -1 outside it (None: whole vocabulary)."""
+    if heads.draft_vocab is None:
+        return None
+    index = torch.full((heads.vocab_size,), -1, dtype=torch.long)
+    index[heads.draft_vocab] = torch.arange(len(heads.draft_vocab))
+    return index
+
+
+def head_loss(logits: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+    """Soft cross-entropy against the target's top-k law; with a draft vocabulary, tokens outside it
+    get no weight and positions whose greedy token is outside are skipped."""
+    if index is not None:
+        probs = probs * (index[ids] >= 0)
+        ids = index[ids].clamp_min(0)
+        keep = probs[:, 0] > 0
+        logits, ids, probs = logits[keep], ids[keep], probs[keep]
+    return soft_cross_entropy(logits, ids, probs)
 
 
 def train_heads(heads: MedusaHeads, data: DrafterData, config: TrainConfig, generator: torch.Generator) -> float:
     """Train in place; returns seconds. Progress goes to stderr."""
     k = heads.config.num_heads
     n, length = data.tokens.shape
+    index = vocab_index(heads)
     params = [p for p in heads.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
@@ -49,7 +73,7 @@ def train_heads(heads: MedusaHeads, data: DrafterData, config: TrainConfig, gene
         cols = torch.randint(length - k, (config.batch_size,), generator=generator)
         logits = heads(data.hidden[rows, cols, -1].float())  # [B, K, vocab]
         loss = sum(
-            0.8**i * soft_cross_entropy(logits[:, i], data.top_ids[rows, cols + 1 + i], data.top_probs[rows, cols + 1 + i])
+            0.8**i * head_loss(logits[:, i], data.top_ids[rows, cols + 1 + i], data.top_probs[rows, cols + 1 + i], index)
             for i in range(k)
         )
         optimizer.zero_grad(set_to_none=True)
@@ -72,6 +96,8 @@ def head_accuracy(heads: MedusaHeads, data: DrafterData, prompt_len: int) -> tor
     k = heads.config.num_heads
     cols = torch.arange(prompt_len, data.tokens.shape[1] - k)
     ranked = torch.topk(heads(data.hidden[:, cols, -1].float()), RANKS, dim=-1).indices  # [N, C, K, R]
+    if heads.draft_vocab is not None:
+        ranked = heads.draft_vocab[ranked]  # draft vocabulary rows -> target ids
     truth = torch.stack([data.greedy[:, cols + 1 + i] for i in range(k)], dim=-1)  # [N, C, K]
     return (ranked == truth[..., None]).float().mean(dim=(0, 1))
 
@@ -102,6 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--own-lm-head", action="store_true",
                         help="give each head its own LM head (default: share the target's)")
     parser.add_argument("--tree-nodes", type=int, default=24, help="nodes of the tuned sparse tree (default 24)")
+    parser.add_argument("--draft-vocab", default="all",
+                        help="LM head rows the heads keep: all (default), N (the N tokens the target chooses most "
+                             "in the training data), or auto (enough to cover 99.9%% of its greedy choices)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     setup = prepare(args, "medusa")
     target = setup.target
     torch.manual_seed(args.seed)
-    heads = new_heads(target.model, args.heads, args.own_lm_head)
+    draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
+    heads = new_heads(target.model, args.heads, args.own_lm_head, draft_vocab)
     config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
                          weight_decay=0.0)
     seconds = train_heads(heads, setup.train, config, torch.Generator().manual_seed(args.seed))
