@@ -2,7 +2,9 @@
 
     python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
 
-No model is loaded here: the first run in the page loads it (and caches it for every session).
+The default preset is ``gemma-270m`` when its packages are installed (README, set-up), else
+``tiny``. No model is loaded here: the first run in the page loads it (and caches it for every
+session); ``gemma-270m`` is converted here once, on its first start, with progress on stderr.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import argparse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Speculative Decoding Lab: the Gradio teaching app")
-    parser.add_argument("--preset", default="tiny", help="tiny, gemma-270m, or a local model folder (default: tiny)")
+    parser.add_argument("--preset", help="tiny, gemma-270m, or a local model folder (default: gemma-270m when "
+                                          "installed, else tiny)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
     parser.add_argument("--lang", choices=["zh", "en"], default="zh", help="first language of the page (default: zh)")
@@ -19,8 +22,9 @@ def main() -> None:
 
     from app.ui import build_app, launch
     from core import UserError
-    from core.models import resolve_preset
+    from core.models import default_preset, resolve_preset
 
+    args.preset = args.preset or default_preset()
     try:
         resolve_preset(args.preset)  # a typo fails here, before the server starts; nothing is loaded yet
     except UserError as e:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from core import gemma
 from core.models import PRESETS, resolve_preset
 
 from .guard import guarded
@@ -20,8 +21,9 @@ REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resi
 
 
 def preset_choices(default_preset: str) -> list[str]:
-    """The built-in presets, plus the one given on the command line if it is a folder or hub id."""
-    names = list(PRESETS)
+    """The built-in presets (``gemma-270m`` only where installed), plus the one given on the command
+    line if it is a folder or hub id."""
+    names = [name for name in PRESETS if name != "gemma-270m" or gemma.available()]
     if default_preset not in names:
         names.append(default_preset)
     return names
