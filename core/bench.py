@@ -5,7 +5,9 @@ repeat) after a warm-up, so slow drifts of the machine hit all of them alike. Sp
 per-prompt ratios of wall time against the ``none`` baseline measured in the same run
 (median over prompts); with ``--compare-hf`` transformers' own ``generate()`` -- plain,
 assisted generation with the same draft model, and prompt lookup -- is measured the same
-way, so our ratios stand beside theirs.
+way, so our ratios stand beside theirs. ``--batch-sweep`` adds the batch-size study
+(``core.sweep``): throughput of each drafter against batch size, and the target's forward latency
+against query tokens x batch.
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ import torch
 from .api import build_decoder, greedy_generate_kwargs
 from .drafters import drafter_class
 from .errors import UserError
+from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
+from .sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class BenchConfig:
     tree: str | None = None
     compare_hf: bool = False
     overhead: bool = False  # also time the first drafter with step records off
+    threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
+    batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
     device: str | None = None
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
@@ -127,6 +133,11 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:
         raise UserError("--repeats must be >= 1")
+    sizes = parse_batch_sizes(config.batch_sweep, pick_device(config.device))
+    if config.threads is not None:
+        if not 1 <= config.threads <= 256:
+            raise UserError(f"--threads must be between 1 and 256 (got {config.threads})")
+        torch.set_num_threads(config.threads)
     prompts = load_prompts(config.prompts_file)
     engine = {
         name: [engine_runner(config, p, name) for p in prompts] for name in config.drafters
@@ -175,7 +186,19 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if hf:
         hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate")
         result["hf"] = hf_summary
+    if sizes:
+        result.update(batch_study(config, sizes, prompts, log))
     return result
+
+
+def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None]) -> dict:
+    """``batch_sweep`` (throughput per batch and drafter), ``batch_crossover`` and ``forward_latency``."""
+    decoder_args = dict(preset=config.preset, k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens,
+                        **config.model_args())
+    rows = measure_throughput(sizes, config.drafters, prompts, decoder_args, config.repeats, log)
+    target = load_model(config.target or resolve_preset(config.preset).target, config.device)
+    latency = measure_latency(target, sizes, latency_context(target, prompts), log)
+    return {"batch_sweep": rows, "batch_crossover": crossover(rows), "forward_latency": latency}
 
 
 def markdown_table(result: dict) -> str:
@@ -201,7 +224,34 @@ def markdown_table(result: dict) -> str:
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + sweep_markdown(result)) + "\n"
+
+
+def sweep_markdown(result: dict) -> list[str]:
+    """The batch-size study as two tables: tokens/s per batch and drafter, forward latency per batch and query tokens."""
+    rows = result.get("batch_sweep") or []
+    if not rows:
+        return []
+    drafters = list(dict.fromkeys(r["drafter"] for r in rows))
+    cell = {(r["batch"], r["drafter"]): r for r in rows}
+    sizes = sorted({r["batch"] for r in rows})
+    lines = ["", "Throughput against batch size (tokens/s of all requests; speedup over `none` at the same batch):", "",
+             "| batch | " + " | ".join(drafters) + " |", "|---" * (len(drafters) + 1) + "|"]
+    for b in sizes:
+        lines.append(f"| {b} | " + " | ".join(
+            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == "none" else f" ({cell[b, d]['speedup']:.2f}×)")
+            for d in drafters) + " |")
+    stops = [f"`{d}` from batch {b}" if b is not None else f"`{d}` pays at every batch measured"
+             for d, b in result["batch_crossover"].items()]
+    lines += ["", "Speculation stops paying (no faster than `none`): " + "; ".join(stops) + "."]
+    latency = result.get("forward_latency") or []
+    queries = sorted({r["query_tokens"] for r in latency})
+    ms = {(r["batch"], r["query_tokens"]): r["latency_ms"] for r in latency}
+    lines += ["", "Target forward latency in ms (rows: batch; columns: new tokens per request):", "",
+              "| batch | " + " | ".join(str(q) for q in queries) + " |", "|---" * (len(queries) + 1) + "|"]
+    for b in sorted({r["batch"] for r in latency}):
+        lines.append(f"| {b} | " + " | ".join(f"{ms[b, q]:.1f}" for q in queries) + " |")
+    return lines
 
 
 def write_outputs(result: dict, out_dir: str | Path) -> None:
@@ -216,4 +266,36 @@ def write_outputs(result: dict, out_dir: str | Path) -> None:
     figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
     figure.update_layout(title="Speedup over each side's own plain decoding (median over prompts)",
                          yaxis_title="speedup ×")
-    figure.write_html(out / "bench.html", include_plotlyjs=True)
+    figures = [figure, *sweep_figures(result)]
+    html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures))
+    (out / "bench.html").write_text(f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>",
+                                    encoding="utf-8")
+
+
+def sweep_figures(result: dict) -> list:
+    """Throughput against batch size (crossovers marked) and forward latency against query tokens x batch."""
+    import plotly.graph_objects as go
+
+    rows = result.get("batch_sweep") or []
+    if not rows:
+        return []
+    throughput = go.Figure()
+    for name in dict.fromkeys(r["drafter"] for r in rows):
+        mine = [r for r in rows if r["drafter"] == name]
+        throughput.add_trace(go.Scatter(x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine],
+                                        mode="lines+markers", name=name))
+    for name, batch in result["batch_crossover"].items():
+        if batch is not None:
+            throughput.add_vline(x=batch, line_dash="dot", annotation_text=f"{name} stops paying")
+    throughput.update_layout(title="Throughput against batch size", xaxis={"title": "batch", "type": "log"},
+                             yaxis_title="tokens/s (all requests)")
+    latency = go.Figure()
+    grid = result.get("forward_latency") or []
+    for batch in sorted({r["batch"] for r in grid}):
+        mine = [r for r in grid if r["batch"] == batch]
+        latency.add_trace(go.Scatter(x=[r["tokens"] for r in mine], y=[r["latency_ms"] for r in mine],
+                                     mode="lines+markers", name=f"batch {batch}"))
+    latency.update_layout(title="Target forward latency against query tokens × batch",
+                          xaxis={"title": "tokens in the forward (batch × new tokens per request)", "type": "log"},
+                          yaxis_title="ms per forward")
+    return [throughput, latency]

@@ -1,0 +1,166 @@
+"""The batch-size study (``python -m core bench --batch-sweep 1,2,4,...``).
+
+Two measurements on the same machine, in the same process:
+
+* **throughput against batch size** -- the baseline (``none``) and each drafter decode the same
+  prompts in batches of each size (``core.batch``); tokens/s counts every request's new tokens.
+  Speculation *stops paying* at the first batch size where a drafter is no faster than ``none``.
+* **the target's forward latency against query tokens x batch** -- one batched forward of
+  ``batch`` requests with ``query_tokens`` new tokens each over a fixed context. While the
+  forward is memory-bound (reading the weights dominates) its latency hardly grows with the
+  tokens it processes, and verifying a draft is almost free; once it is compute-bound, latency
+  grows with tokens and every rejected draft token costs real time.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Callable
+
+import torch
+
+from .batch import BatchResult, build_batch, check_batch_size, run_batch
+from .errors import UserError
+from .forward import chain_parents, forward_batch
+from .kv_cache import PagedForward, PagedKVCache
+from .models import LoadedModel
+
+QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
+LATENCY_CONTEXT = 128  # cached tokens per request in the latency probe
+LATENCY_REPEATS = 5
+
+
+def parse_batch_sizes(text: str | tuple[int, ...] | None, device) -> tuple[int, ...]:
+    """"1,2,4,8" -> (1, 2, 4, 8), each within the device's batch limit, no duplicates."""
+    if not text:
+        return ()
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        sizes = tuple(int(str(p).strip()) for p in parts if str(p).strip())
+    except ValueError:
+        raise UserError(f"--batch-sweep takes batch sizes separated by commas, e.g. 1,2,4,8 (got {text!r})") from None
+    if not sizes or len(set(sizes)) != len(sizes):
+        raise UserError(f"--batch-sweep needs distinct batch sizes (got {text!r})")
+    for size in sizes:
+        check_batch_size(size, device)
+    return tuple(sorted(sizes))
+
+
+def batch_prompts(prompts: list[str], batch: int) -> list[str]:
+    """The first ``batch`` prompts, cycling through the file when it holds fewer."""
+    return [prompts[i % len(prompts)] for i in range(batch)]
+
+
+def batch_runner(prompts: list[str], drafter: str, decoder_args: dict) -> Callable[[], BatchResult]:
+    def run() -> BatchResult:
+        return run_batch(build_batch(prompts, drafter=drafter, **decoder_args))
+
+    return run
+
+
+def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompts: list[str], decoder_args: dict,
+                       repeats: int, log: Callable[[str], None]) -> list[dict]:
+    """Every (batch, drafter) decoded ``repeats`` times, interleaved; rows in the JSON's ``batch_sweep`` shape."""
+    runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
+    for d in drafters:  # warm-up
+        runners[(sizes[0], d)]()
+    runs: dict[tuple[int, str], list[BatchResult]] = {key: [] for key in runners}
+    for repeat in range(repeats):
+        for b in sizes:
+            for d in drafters:
+                runs[(b, d)].append(runners[(b, d)]())
+            log(f"batch sweep: repeat {repeat + 1}/{repeats}, batch {b} done")
+    return [sweep_row(b, d, runs[(b, d)], runs[(b, "none")]) for b in sizes for d in drafters]
+
+
+def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
+    wall = statistics.median(r.wall_s for r in runs)
+    base_wall = statistics.median(r.wall_s for r in baseline)
+    results = runs[0].results
+    tokens = sum(r.new_tokens for r in results)
+    forwards = sum(r.target_forwards for r in results)
+    proposed = sum(r.draft_tokens_proposed for r in results)
+    accepted = sum(r.draft_tokens_accepted for r in results)
+    return {
+        "batch": batch,
+        "drafter": drafter,
+        "tokens_per_s": tokens / wall,
+        "speedup": base_wall / wall,  # same prompts, same tokens (lossless): the wall-time ratio
+        "wall_s": wall,
+        "new_tokens": tokens,
+        "batched_forwards": runs[0].target_forwards,
+        "mean_accepted_tokens": tokens / forwards if forwards else None,
+        "acceptance_rate": accepted / proposed if proposed else None,
+        "peak_blocks_in_use": runs[0].peak_blocks_in_use,
+        "identical_to_baseline": [r.tokens for r in results] == [r.tokens for r in baseline[0].results],
+    }
+
+
+def crossover(rows: list[dict]) -> dict[str, int | None]:
+    """Per drafter, the smallest batch at which it is no faster than ``none`` (None: it pays at every size)."""
+    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["drafter"] == "none"}
+    out: dict[str, int | None] = {}
+    for row in sorted(rows, key=lambda r: r["batch"]):
+        name = row["drafter"]
+        if name == "none":
+            continue
+        out.setdefault(name, None)
+        if out[name] is None and row["tokens_per_s"] <= base[row["batch"]]:
+            out[name] = row["batch"]
+    return out
+
+
+@torch.inference_mode()
+def forward_latency(target: LoadedModel, batch: int, query_tokens: int, context: list[int],
+                    repeats: int = LATENCY_REPEATS) -> float:
+    """Median seconds of ONE target forward of ``batch`` requests x ``query_tokens`` new tokens,
+    each request holding ``context`` in its cache. Every probe's slots are released after it."""
+    model, block_size = target.model, 16
+    per_request = math.ceil((len(context) + query_tokens) / block_size) + 1
+    cache = PagedKVCache.for_model(model, batch * per_request, block_size)
+    forward = PagedForward(cache)
+    kvs = [cache.new_request() for _ in range(batch)]
+    try:
+        forward_batch(model, forward, kvs, [context] * batch, [chain_parents(len(context))] * batch)
+        for kv in kvs:
+            kv.commit(list(range(len(context))))
+        probe = (context * (query_tokens // len(context) + 1))[:query_tokens]
+        times = []
+        for _ in range(repeats + 1):  # the first is a warm-up
+            _sync(model.device)
+            start = perf_counter()
+            forward_batch(model, forward, kvs, [probe] * batch, [chain_parents(query_tokens)] * batch)
+            _sync(model.device)
+            times.append(perf_counter() - start)
+            for kv in kvs:
+                kv.commit([])
+        return statistics.median(times[1:])
+    finally:
+        for kv in kvs:
+            kv.release_all()
+
+
+def measure_latency(target: LoadedModel, sizes: tuple[int, ...], context: list[int],
+                    log: Callable[[str], None]) -> list[dict]:
+    """The forward-latency grid: rows {batch, query_tokens, tokens, latency_ms, tokens_per_s}."""
+    rows = []
+    for b in sizes:
+        for q in QUERY_TOKENS:
+            latency = forward_latency(target, b, q, context)
+            rows.append({"batch": b, "query_tokens": q, "tokens": b * q, "latency_ms": latency * 1e3,
+                         "tokens_per_s": b * q / latency})
+        log(f"forward latency: batch {b} done")
+    return rows
+
+
+def latency_context(target: LoadedModel, prompts: list[str]) -> list[int]:
+    """LATENCY_CONTEXT real token ids (the prompts' own, repeated)."""
+    ids = [t for p in prompts for t in target.tokenizer(p).input_ids]
+    return (ids * (LATENCY_CONTEXT // max(1, len(ids)) + 1))[:LATENCY_CONTEXT]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

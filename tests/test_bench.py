@@ -1,0 +1,90 @@
+"""``python -m core bench``: the JSON contract, the batch-size study and its outputs, bad settings.
+
+Kept small (2 prompts, 8 new tokens, batches 1 and 2): the numbers are not checked, their shape is.
+"""
+import json
+
+import pytest
+import torch
+
+from core.__main__ import main
+from core.bench import BenchConfig, markdown_table, run_bench, write_outputs
+from core.errors import UserError
+from core.sweep import crossover, parse_batch_sizes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "prompts.txt"
+    path.write_text("# two prompts\n我爱中国\nthe cat sat on the mat and the cat sat on the\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def result(prompts_file):
+    config = BenchConfig(drafters=("none", "draft", "ngram"), prompts_file=str(prompts_file), max_new_tokens=8,
+                         repeats=1, compare_hf=True, overhead=True, batch_sweep="1,2", threads=1)
+    return run_bench(config, log=lambda _: None)
+
+
+def test_json_has_the_fields_the_issue_lists(result):
+    for name in ("none", "draft", "ngram"):
+        row = result["drafters"][name]
+        assert {"tokens_per_s", "speedup", "mean_accepted_tokens", "acceptance_rate", "target_forwards"} <= set(row)
+        assert row["identical_to_baseline"]
+    for name in ("generate", "assisted", "prompt_lookup"):
+        assert result["hf"][name]["tokens_per_s"] > 0 and result["hf"][name]["speedup"] > 0
+        assert result["hf"][name]["identical_to_baseline"]  # transformers' variants agree with its generate()
+    assert result["overhead"]["drafter"] == "draft" and result["overhead"]["records_off_s"] > 0
+
+
+def test_batch_sweep_rows_and_latency_grid(result):
+    rows = result["batch_sweep"]
+    assert [(r["batch"], r["drafter"]) for r in rows] == [(b, d) for b in (1, 2) for d in ("none", "draft", "ngram")]
+    assert all(r["tokens_per_s"] > 0 and r["identical_to_baseline"] for r in rows)
+    assert [r["new_tokens"] for r in rows if r["drafter"] == "none"] == [8, 16]
+    assert set(result["batch_crossover"]) == {"draft", "ngram"}
+    grid = result["forward_latency"]
+    assert {(r["batch"], r["query_tokens"]) for r in grid} == {(b, q) for b in (1, 2) for q in (1, 2, 4, 8, 16, 32)}
+    assert all(r["latency_ms"] > 0 and r["tokens"] == r["batch"] * r["query_tokens"] for r in grid)
+
+
+def test_out_writes_json_markdown_and_html_with_the_sweep(result, tmp_path):
+    write_outputs(result, tmp_path)
+    assert json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))["batch_sweep"] == result["batch_sweep"]
+    markdown = (tmp_path / "bench.md").read_text(encoding="utf-8")
+    assert "transformers assisted" in markdown and "Throughput against batch size" in markdown
+    assert "Target forward latency" in markdown and "Recording overhead (draft)" in markdown
+    html = (tmp_path / "bench.html").read_text(encoding="utf-8")
+    assert html.count("plotly-graph-div") >= 3 and "Throughput against batch size" in html
+
+
+def test_crossover_is_the_first_batch_where_a_drafter_is_no_faster():
+    rows = [{"batch": b, "drafter": d, "tokens_per_s": v} for b, d, v in [
+        (1, "none", 10), (1, "draft", 15), (1, "ngram", 9),
+        (4, "none", 30), (4, "draft", 31), (4, "ngram", 40),
+        (8, "none", 50), (8, "draft", 45), (8, "ngram", 60)]]
+    assert crossover(rows) == {"draft": 8, "ngram": 1}
+    assert crossover([r for r in rows if r["drafter"] != "ngram" and r["batch"] < 8]) == {"draft": None}
+
+
+@pytest.mark.parametrize("text,message", [("0,2", "between 1 and 16"), ("1,17", "between 1 and 16"),
+                                          ("1,a", "separated by commas"), ("2,2", "distinct")])
+def test_bad_batch_sizes_are_user_errors(text, message):
+    with pytest.raises(UserError, match=message):
+        parse_batch_sizes(text, torch.device("cpu"))
+
+
+def test_cli_refuses_a_bad_sweep_before_measuring(capsys):
+    assert main(["bench", "--batch-sweep", "4,32"]) == 2
+    assert "error: batch size must be between 1 and 16 on cpu (got 32)" in capsys.readouterr().err
+    assert main(["bench", "--drafters", "draft,ngram"]) == 2
+    assert "must include none" in capsys.readouterr().err
