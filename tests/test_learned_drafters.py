@@ -119,8 +119,9 @@ def test_sampling_follows_the_target(prompt, label, target):
     ids = target.tokenizer(prompt).input_ids
     joint = exact_joint(target, ids, temperature=TEMPERATURE)
     counts, proposed = {}, 0
+    drafter = DRAFTERS[label](target)  # one drafter for every run: ``start`` resets its per-run state
     for seed in range(N_SAMPLES):
-        result = decode(target, DRAFTERS[label](target), ids, max_new=3, temperature=TEMPERATURE, seed=seed)
+        result = decode(target, drafter, ids, max_new=3, temperature=TEMPERATURE, seed=seed)
         key = (result.tokens[0], result.tokens[1] if len(result.tokens) > 1 else None)
         counts[key] = counts.get(key, 0) + 1
         proposed += result.draft_tokens_proposed
