@@ -27,6 +27,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "tab.classroom": ("课堂：我爱中国", "Classroom: 我爱中国"),
     "tab.worth": ("值不值得？", "Worth it?"),
     "tab.replay": ("回放", "Replay"),
+    "tab.batch": ("批大小", "Batch size"),
     # ---- controls ------------------------------------------------------------------------------
     "ctl.prompt": ("提示词", "Prompt"),
     "ctl.preset": ("模型预设", "Model preset"),
@@ -333,6 +334,49 @@ TEXT: dict[str, tuple[str, str]] = {
         "**Prompt:** {prompt}\n\n**Preset:** {preset} · **drafter:** {drafter} · k = {k} · tree = {tree} · "
         "temperature = {temperature} · seed = {seed} · {steps} steps",
     ),
+    # ---- batch size ----------------------------------------------------------------------------
+    "batch.intro": (
+        "### 批大小：推测解码什么时候不再划算？\n"
+        "把多个请求放在一起解码（一个 batch），目标模型每一步仍然只做**一次**前向。批小时，一次前向的时间主要花在"
+        "读取权重上（受内存带宽限制），顺便多验证几个草稿 token 几乎不花时间；批大了，前向变成受算力限制，"
+        "每个被拒绝的草稿 token 都要付出真实的时间。左图：基线（none）和各草稿方法的吞吐随批大小的变化，"
+        "虚线标出推测解码不再比基线快的地方；右图：目标模型一次前向的耗时随这次前向的 token 数"
+        "（批大小 × 每个请求的新 token 数）的变化。载入 `python -m core bench --batch-sweep ...` 的结果文件，"
+        "或者在这里跑一个小扫描。",
+        "### Batch size: when does speculation stop paying?\n"
+        "Requests decoded together (a batch) still cost the target **one** forward per step. At small batches a "
+        "forward is mostly reading the weights (memory-bound), so verifying a few more draft tokens is nearly free; "
+        "at large batches it turns compute-bound and every rejected draft token costs real time. Left: throughput "
+        "of the baseline (none) and each drafter against batch size, a dotted line where speculation is no longer "
+        "faster than the baseline; right: the target's forward latency against the tokens in that forward "
+        "(batch × new tokens per request). Load a result of `python -m core bench --batch-sweep ...`, or run a "
+        "small sweep here.",
+    ),
+    "batch.upload": ("bench 结果文件（.json）", "Bench result (.json)"),
+    "btn.batch_example": ("载入本项目的 CPU 结果", "Load the project's CPU result"),
+    "batch.sizes": ("批大小（逗号分隔）", "Batch sizes (comma-separated)"),
+    "batch.drafters": ("草稿方法（基线 none 总会一起跑）", "Drafters (the none baseline always runs too)"),
+    "batch.max_new": ("每个请求的新 token 数", "New tokens per request"),
+    "btn.batch_run": ("开始扫描", "Run the sweep"),
+    "hint.load_sweep": ("载入一个 bench 结果，或者跑一个小扫描", "Load a bench result or run a small sweep"),
+    "panel.batch": ("批大小研究", "Batch-size study"),
+    "batch.plot_throughput": ("吞吐 vs 批大小", "Throughput vs batch size"),
+    "batch.plot_latency": ("目标模型一次前向的耗时 vs token 数", "Target forward latency vs tokens"),
+    "batch.axis_batch": ("批大小", "batch size"),
+    "batch.axis_tps": ("tokens/s（所有请求合计）", "tokens/s (all requests)"),
+    "batch.axis_tokens": ("一次前向的 token 数（批 × 每请求新 token）", "tokens in the forward (batch × new per request)"),
+    "batch.axis_ms": ("每次前向的毫秒数", "ms per forward"),
+    "batch.latency_series": ("批 {batch}", "batch {batch}"),
+    "batch.stops_paying": ("{drafter} 从这里起不再划算", "{drafter} stops paying here"),
+    "batch.verdict_stops": ("**{drafter}**：从批大小 **{batch}** 起不比基线快（那里是 {speedup:.2f}×）",
+                            "**{drafter}**: no faster than the baseline from batch **{batch}** on ({speedup:.2f}× "
+                            "there)"),
+    "batch.verdict_pays": ("**{drafter}**：在测到的每个批大小上都比基线快",
+                           "**{drafter}**: faster than the baseline at every batch size measured"),
+    "batch.source": ("预设 {preset} · {device} · 每个请求 {tokens} 个新 token · {threads} 个线程",
+                     "preset {preset} · {device} · {tokens} new tokens per request · {threads} thread(s)"),
+    "batch.progress": ("扫描中：批大小 {batch}（{done}/{total}）…", "Sweeping: batch {batch} ({done}/{total})…"),
+    "batch.done": ("完成：{n} 个批大小。", "Done: {n} batch sizes."),
     # ---- errors --------------------------------------------------------------------------------
     "err.prefix": ("出错了", "Error"),
     "err.number": ("{name} 必须是 {low:g} 到 {high:g} 之间的数", "{name} must be a number from {low:g} to {high:g}"),

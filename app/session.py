@@ -96,6 +96,7 @@ class Session:
     points: list[MeasuredPoint] = field(default_factory=list)
     replay: Trace | None = None
     replay_index: int = 0
+    batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)
     lesson_frame: int = 0
     _dir: Path | None = None
     _traces: int = 0

@@ -13,7 +13,7 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .session import close_session, ensure
-from .views import classroom, compare, replay, stepper, worth
+from .views import batch, classroom, compare, replay, stepper, worth
 
 CSS_PATH = Path(__file__).with_name("page.css")
 MAX_UPLOAD = "20mb"
@@ -52,6 +52,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG) -> gr.Bloc
                 worth_view = worth.build(labels, state, lang_radio, worth_tab)
             with labels(gr.Tab(t("tab.replay", lang), id="replay", elem_id="tab-replay"), label="tab.replay"):
                 replay_view = replay.build(labels, state, lang_radio)
+            with labels(gr.Tab(t("tab.batch", lang), id="batch", elem_id="tab-batch"), label="tab.batch"):
+                batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
         labels(gr.Markdown(t("app.footer", lang), elem_id="app-footer"), value="app.footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
@@ -66,10 +68,11 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG) -> gr.Bloc
                 **class_view.render(session, lang_value),
                 **worth_view.render(session, lang_value, float(alpha), int(k), float(c)),
                 **replay_view.render(session, lang_value),
+                **batch_view.render(session, lang_value),
             }
             return {state: session, **labels.updates(lang_value, values)}
 
-        views = (step_view, compare_view, class_view, worth_view, replay_view)
+        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view)
         outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
         lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language")
     return demo

@@ -12,6 +12,8 @@ against query tokens x batch.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import statistics
 import sys
 from dataclasses import dataclass
@@ -172,6 +174,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         "k": config.k,
         "tree": config.tree,
         "device": config.device or "auto",
+        "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
         "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters},
         "hf": {},
@@ -191,6 +194,22 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     return result
 
 
+def hardware_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model and core count: what the numbers were measured on."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")),
+                 platform.processor() or platform.machine())
+    return f"{model}, {os.cpu_count()} CPU cores"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
 def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None]) -> dict:
     """``batch_sweep`` (throughput per batch and drafter), ``batch_crossover`` and ``forward_latency``."""
     decoder_args = dict(preset=config.preset, k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens,
@@ -204,7 +223,8 @@ def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str],
 def markdown_table(result: dict) -> str:
     lines = [
         f"preset `{result['preset']}`, {result['prompts']} prompts, {result['max_new_tokens']} new tokens, "
-        f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else ""),
+        f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else "")
+        + f"; {result.get('hardware', 'unknown hardware')}, {result['torch_threads']} torch thread(s)",
         "",
         "| configuration | tokens/s | speedup | τ | acceptance | identical |",
         "|---|---|---|---|---|---|",

@@ -13,9 +13,10 @@ Two measurements on the same machine, in the same process:
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
-from dataclasses import dataclass
+from pathlib import Path
 from time import perf_counter
 from typing import Callable
 
@@ -61,10 +62,15 @@ def batch_runner(prompts: list[str], drafter: str, decoder_args: dict) -> Callab
 
 
 def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompts: list[str], decoder_args: dict,
-                       repeats: int, log: Callable[[str], None]) -> list[dict]:
-    """Every (batch, drafter) decoded ``repeats`` times, interleaved; rows in the JSON's ``batch_sweep`` shape."""
+                       repeats: int, log: Callable[[str], None], warmup: bool = True) -> list[dict]:
+    """Every (batch, drafter) decoded ``repeats`` times, interleaved; rows in the JSON's ``batch_sweep`` shape.
+
+    ``drafters`` must include ``none`` (speedups are against it at the same batch size).
+    """
+    if "none" not in drafters:
+        raise UserError("the batch sweep needs the none baseline among the drafters")
     runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
-    for d in drafters:  # warm-up
+    for d in drafters if warmup else ():
         runners[(sizes[0], d)]()
     runs: dict[tuple[int, str], list[BatchResult]] = {key: [] for key in runners}
     for repeat in range(repeats):
@@ -164,3 +170,47 @@ def latency_context(target: LoadedModel, prompts: list[str]) -> list[int]:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+MAX_RESULT_BYTES = 5 * 1024 * 1024
+
+
+def read_sweep_result(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> dict:
+    """A bench JSON (``--out``'s bench.json or ``--json``'s output) with a batch sweep, checked.
+
+    Returns the parsed object with ``batch_crossover`` filled in; any problem is a UserError.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise UserError(f"bench file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"bench file is not JSON ({getattr(e, 'msg', e)})") from None
+    rows = result.get("batch_sweep") if isinstance(result, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise UserError("bench file has no batch sweep: make it with python -m core bench --batch-sweep 1,2,4 --json")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, dict) and _is_count(row.get("batch")) and isinstance(row.get("drafter"), str)
+                and _is_number(row.get("tokens_per_s"))):
+            raise UserError(f"batch_sweep entry {i} needs batch (>= 1), drafter and tokens_per_s (>= 0)")
+    missing = sorted({r["batch"] for r in rows} - {r["batch"] for r in rows if r["drafter"] == "none"})
+    if missing:
+        raise UserError(f"batch_sweep has no none baseline at batch {', '.join(map(str, missing))}")
+    latency = result.get("forward_latency") or []
+    if not isinstance(latency, list) or not all(
+            isinstance(r, dict) and _is_count(r.get("batch")) and _is_count(r.get("tokens"))
+            and _is_number(r.get("latency_ms")) for r in latency):
+        raise UserError("forward_latency entries need batch, tokens and latency_ms")
+    result["forward_latency"] = latency
+    result["batch_crossover"] = crossover(rows)
+    return result
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1

@@ -1,0 +1,141 @@
+"""Batch size: each drafter's throughput against batch size, where speculation stops paying, and
+the target's forward latency against the tokens in one forward -- from a bench result (uploaded,
+or the project's CPU result) or from a small sweep run here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import torch
+
+from core import UserError
+from core.models import load_model, pick_device, resolve_preset
+from core.prompts import load_prompts
+from core.sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes, \
+    read_sweep_result
+
+from ..controls import number
+from ..figures import batch_figure
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..session import Session, ensure
+
+EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
+SWEEP_DRAFTERS = ("draft", "ngram")
+MAX_LIVE_NEW_TOKENS = 64
+
+
+def verdict_markdown(result: dict | None, lang: str) -> str:
+    """Where each drafter stops paying, and what the numbers were measured on."""
+    if not result or not result.get("batch_sweep"):
+        return ""
+    rows = result["batch_sweep"]
+    speed = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows}
+    lines = [t("batch.source", lang, preset=result.get("preset", "–"), device=result.get("device", "–"),
+               tokens=result.get("max_new_tokens", "–"), threads=result.get("torch_threads", "–"))]
+    for name, batch in result["batch_crossover"].items():
+        if batch is None:
+            lines.append(t("batch.verdict_pays", lang, drafter=name))
+        else:
+            lines.append(t("batch.verdict_stops", lang, drafter=name, batch=batch,
+                           speedup=speed[batch, name] / speed[batch, "none"]))
+    return "\n\n".join(lines)
+
+
+@dataclass
+class BatchView:
+    verdict: gr.Markdown
+    plot: gr.Plot
+
+    @property
+    def outputs(self) -> list:
+        return [self.verdict, self.plot]
+
+    def render(self, session: Session, lang: str) -> dict:
+        return {self.verdict: verdict_markdown(session.batch, lang), self.plot: batch_figure(session.batch, lang)}
+
+
+def live_sweep(preset: str, drafters: list[str], sizes: tuple[int, ...], max_new_tokens: int):
+    """Measure batch by batch (one run each, after a warm-up); yields (batch, the result so far)."""
+    prompts = load_prompts()
+    chosen = ("none", *drafters)
+    decoder_args = dict(preset=preset, k=4, max_new_tokens=max_new_tokens)
+    target = load_model(resolve_preset(preset).target)
+    context = latency_context(target, prompts)
+    result = {"preset": preset, "device": str(target.device), "max_new_tokens": max_new_tokens,
+              "torch_threads": torch.get_num_threads(), "batch_sweep": [], "forward_latency": []}
+    for i, b in enumerate(sizes):
+        result["batch_sweep"] += measure_throughput((b,), chosen, prompts, decoder_args, 1, _quiet, warmup=i == 0)
+        result["forward_latency"] += measure_latency(target, (b,), context, _quiet)
+        result["batch_crossover"] = crossover(result["batch_sweep"])
+        yield b, result
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> BatchView:
+    labels(gr.Markdown(labels.text("batch.intro")), value="batch.intro")
+    with gr.Row():
+        upload = labels(gr.File(label=labels.text("batch.upload"), file_types=[".json"], elem_id="batch-upload",
+                                scale=3), label="batch.upload")
+        example = labels(gr.Button(labels.text("btn.batch_example"), elem_id="batch-example", scale=1),
+                         value="btn.batch_example")
+    with gr.Row():
+        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
+                        label="ctl.preset")
+        drafters = labels(gr.CheckboxGroup(list(SWEEP_DRAFTERS), value=list(SWEEP_DRAFTERS), scale=1,
+                                           label=labels.text("batch.drafters"), elem_id="batch-drafters"),
+                          label="batch.drafters")
+        sizes = labels(gr.Textbox("1,2,4", label=labels.text("batch.sizes"), elem_id="batch-sizes", scale=1),
+                       label="batch.sizes")
+        max_new = labels(gr.Slider(4, MAX_LIVE_NEW_TOKENS, value=16, step=1, label=labels.text("batch.max_new"),
+                                   elem_id="batch-max-new", scale=1), label="batch.max_new")
+        run = labels(gr.Button(labels.text("btn.batch_run"), variant="primary", elem_id="batch-run", scale=1),
+                     value="btn.batch_run")
+    status = gr.Markdown(elem_id="batch-status", elem_classes=["sdl-status"])
+    verdict = gr.Markdown(elem_id="batch-verdict")
+    plot = labels(gr.Plot(batch_figure(None, labels.lang), label=labels.text("panel.batch"), elem_id="batch-plot"),
+                  label="panel.batch")
+    view = BatchView(verdict, plot)
+    outputs = [state, status, verdict, plot]
+
+    def show(session: Session, result: dict | None, lang_value: str, message: str = "") -> dict:
+        session.batch = result
+        return {state: session, status: message, **view.render(session, lang_value)}
+
+    @guarded(status)
+    def on_upload(lang_value, session, path):
+        session = ensure(session)
+        return show(session, read_sweep_result(path) if path else None, lang_value)
+
+    @guarded(status)
+    def on_example(lang_value, session):
+        return show(ensure(session), read_sweep_result(EXAMPLE_RESULT), lang_value)
+
+    @guarded(status)
+    def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value):
+        session = ensure(session)
+        if preset_value not in presets:
+            raise UserError(t("err.choice", lang_value, name=t("ctl.preset", lang_value), value=preset_value,
+                              options=", ".join(presets)))
+        chosen = [d for d in SWEEP_DRAFTERS if d in (drafter_values or [])]
+        if not chosen:
+            raise UserError(t("err.no_drafters", lang_value))
+        batch_sizes = parse_batch_sizes(str(sizes_value), pick_device(None))
+        new_tokens = number(max_new_value, "batch.max_new", lang_value, 4, MAX_LIVE_NEW_TOKENS, integer=True)
+        yield {state: session, status: t("batch.progress", lang_value, batch=batch_sizes[0], done=0,
+                                         total=len(batch_sizes))}
+        for done, (b, result) in enumerate(live_sweep(preset_value, chosen, batch_sizes, new_tokens), start=1):
+            message = (t("batch.done", lang_value, n=done) if done == len(batch_sizes) else
+                       t("batch.progress", lang_value, batch=batch_sizes[done], done=done, total=len(batch_sizes)))
+            yield show(session, result, lang_value, message)
+
+    upload.upload(on_upload, [lang, state, upload], outputs, api_name="batch_upload")
+    upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
+    example.click(on_example, [lang, state], outputs, api_name="batch_example")
+    run.click(on_run, [lang, state, preset, drafters, sizes, max_new], outputs, api_name="batch_sweep")
+    return view
