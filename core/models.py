@@ -5,6 +5,8 @@ Loaded models are cached per process (key: path, device), so the app and repeate
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +52,36 @@ def default_preset() -> str:
     return "gemma-270m" if gemma.available() else "tiny"
 
 
+VOCAB_MAP_FILE = "vocab_map.json"  # in a draft folder over a reduced vocabulary: its rows' target ids
+
+
+@dataclass(frozen=True)
+class VocabMap:
+    """A draft over a reduced vocabulary: draft id i is target id ``target_ids[i]``; the draft's
+    ids from ``len(target_ids)`` on (e.g. one "any other token" id) have no target id.
+
+    ``tokens_sha256`` fingerprints the target tokens at those ids, so a draft made for one
+    tokenizer is refused with another.
+    """
+
+    target_ids: tuple[int, ...]
+    other_id: int  # the draft id a target token outside the reduced vocabulary is read as
+    tokens_sha256: str
+
+
+def vocab_digest(tokenizer, target_ids) -> str:
+    tokens = tokenizer.convert_ids_to_tokens(list(target_ids))
+    return hashlib.sha256("\n".join(map(str, tokens)).encode("utf-8")).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     path: str
     model: torch.nn.Module
-    tokenizer: object
+    tokenizer: object  # None for a draft over a reduced vocabulary (it reads the target's, via vocab_map)
     context_length: int
     eos_ids: frozenset[int]
+    vocab_map: VocabMap | None = None
 
     @property
     def device(self) -> torch.device:
@@ -127,8 +152,9 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
         if key in _loaded:
             return _loaded[key]
         dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
+        vocab_map = read_vocab_map(path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            tokenizer = None if vocab_map else AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
         except (OSError, ValueError) as e:
             first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -143,12 +169,21 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
         if window is not None:  # the tree mask spans the whole sequence: stay inside the window
             context = min(context, window)
         eos = model.generation_config.eos_token_id
-        if eos is None:
+        if eos is None and tokenizer is not None:
             eos = tokenizer.eos_token_id
         eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
-        loaded = LoadedModel(str(path), model, tokenizer, int(context), eos_ids)
+        loaded = LoadedModel(str(path), model, tokenizer, int(context), eos_ids, vocab_map)
         _loaded[key] = loaded
         return loaded
+
+
+def read_vocab_map(path: str) -> VocabMap | None:
+    """The reduced-vocabulary map of a local draft folder, if it has one."""
+    file = Path(path) / VOCAB_MAP_FILE
+    if not file.is_file():
+        return None
+    data = json.loads(file.read_text(encoding="utf-8"))
+    return VocabMap(tuple(data["target_ids"]), int(data["other_id"]), data["tokens_sha256"])
 
 
 def sliding_window(config) -> int | None:
@@ -170,8 +205,17 @@ def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
     """Refuse a draft whose tokenizer maps tokens to other ids than the target's.
 
     A vocabulary that is only larger (extra or padding tokens at the end) is tolerated: every
-    token of the smaller one must have the same id in the larger.
+    token of the smaller one must have the same id in the larger. A draft over a reduced
+    vocabulary (``vocab_map``) must name the same tokens at its target ids.
     """
+    if draft.vocab_map is not None:
+        ids = draft.vocab_map.target_ids
+        if max(ids) >= len(target.tokenizer) or vocab_digest(target.tokenizer, ids) != draft.vocab_map.tokens_sha256:
+            raise UserError(
+                "the draft's tokenizer differs from the target's: its reduced vocabulary was made for another "
+                "tokenizer (the tokens at its target ids differ); the draft must share the target's tokenizer"
+            )
+        return
     target_vocab = target.tokenizer.get_vocab()
     draft_vocab = draft.tokenizer.get_vocab()
     smaller, larger = sorted((target_vocab, draft_vocab), key=len)

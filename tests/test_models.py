@@ -152,3 +152,37 @@ def test_gemma_preset_is_listed_and_needs_its_packages(monkeypatch, tmp_path):
     assert models.default_preset() == "gemma-270m"
     assert resolve_preset("gemma-270m").target == str(tmp_path / "cache")
     assert models.drafter_home(str(tmp_path / "cache")).name == "gemma-270m"
+
+
+def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path):
+    """A draft whose rows are a subset of the target's tokens (vocab_map.json) drafts through the
+    map; a map made for another tokenizer is refused."""
+    import json
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from core import build_decoder, target_greedy
+    from core.models import PRESETS, VOCAB_MAP_FILE, load_model, vocab_digest
+
+    target = load_model(PRESETS["tiny"].target, "cpu")
+    target_ids = list(range(0, target.vocab_size, 3))  # every third token, plus one "other" id
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(target_ids) + 1, hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=256)
+                     ).save_pretrained(tmp_path)
+    vocab_map = {"target_ids": target_ids, "other_id": len(target_ids),
+                 "tokens_sha256": vocab_digest(target.tokenizer, target_ids)}
+    (tmp_path / VOCAB_MAP_FILE).write_text(json.dumps(vocab_map))
+    decoder, ids = build_decoder("我爱中国", "tiny", "draft", draft=str(tmp_path), max_new_tokens=24, device="cpu")
+    for _ in decoder.steps(ids):
+        pass
+    assert decoder.result.tokens == target_greedy(target, ids, 24)
+    proposed = [node.token for step in decoder.result.steps for node in step.nodes]
+    assert proposed and all(token % 3 == 0 for token in proposed)
+
+    other = tmp_path.parent / "other-map"
+    LlamaForCausalLM.from_pretrained(tmp_path).save_pretrained(other)
+    (other / VOCAB_MAP_FILE).write_text(json.dumps({**vocab_map, "tokens_sha256": "0" * 16}))
+    with pytest.raises(UserError, match="tokenizer differs"):
+        build_decoder("我爱中国", "tiny", "draft", draft=str(other), max_new_tokens=8, device="cpu")

