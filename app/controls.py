@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from core import UserError, build_decoder
-from core.drafters import DRAFTERS
+from core.api import DRAFTER_NAMES
 
 from .i18n import t
 
@@ -18,9 +18,7 @@ MAX_SEED = 2**31 - 1
 MAX_COMPARE_RUNS = 16
 EAGLE_DRAFTERS = ("eagle", "eagle3")
 MAX_EAGLE_NODES = 128
-# What the comparison offers: every drafter, and the preset's draft model in each size.
-COMPARE_CHOICES = {"draft-xs": ("draft", "xs"), "draft": ("draft", None), "draft-l": ("draft", "l"),
-                   **{name: (name, None) for name in DRAFTERS if name not in ("none", "draft")}}
+COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != "none"]  # draft-xs, draft, draft-l: three sizes
 COMPARE_DEFAULT = ["draft", "ngram", "medusa", "eagle", "eagle3"]
 
 
@@ -68,21 +66,19 @@ class RunRequest:
     temperature: float
     seed: int
     max_new_tokens: int
-    draft_size: str | None = None  # drafter "draft": xs, s (None) or l
     eagle_nodes: int | None = None  # drafters eagle/eagle3: nodes kept after EAGLE-2's expansion
 
     def build(self):
         """The engine's decoder and the prompt's token ids (models load here, once per process)."""
         return build_decoder(self.prompt, preset=self.preset, drafter=self.drafter, k=self.k, tree=self.tree,
                              temperature=self.temperature, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                             draft_size=self.draft_size, eagle_nodes=self.eagle_nodes)
+                             eagle_nodes=self.eagle_nodes)
 
     def label(self) -> str:
         if self.drafter == "none":
             return "none"
-        name = f"draft-{self.draft_size}" if self.draft_size else self.drafter
         shape = f"tree {self.tree}" if self.tree else f"k={self.k}"
-        return f"{name} · {shape}" + (f" · N={self.eagle_nodes}" if self.eagle_nodes else "")
+        return f"{self.drafter} · {shape}" + (f" · N={self.eagle_nodes}" if self.eagle_nodes else "")
 
 
 def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
@@ -91,7 +87,7 @@ def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width
     eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps)."""
     k = number(k, "ctl.k", lang, 1, 16, integer=True)
     width = number(width, "ctl.width", lang, 1, 8, integer=True)
-    drafter = choice(drafter, list(DRAFTERS), "ctl.drafter", lang)
+    drafter = choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang)
     if drafter in EAGLE_DRAFTERS and eagle_nodes not in (None, ""):
         eagle_nodes = number(eagle_nodes, "ctl.eagle_n", lang, 1, MAX_EAGLE_NODES, integer=True)
     else:
@@ -136,7 +132,7 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
     if not drafters:
         raise UserError(t("err.no_drafters", lang))
     for name in drafters:
-        choice(name, list(COMPARE_CHOICES), "ctl.drafter", lang)
+        choice(name, COMPARE_CHOICES, "ctl.drafter", lang)
     base = dict(
         prompt=prompt_text(prompt, lang),
         preset=choice(preset, presets, "ctl.preset", lang),
@@ -146,9 +142,7 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
     )
     requests = [RunRequest(drafter="none", k=1, tree=None, **base)]
     shape_list = shapes(shape_text, lang)
-    requests += [RunRequest(drafter=COMPARE_CHOICES[name][0], draft_size=COMPARE_CHOICES[name][1], k=k, tree=tree,
-                            **base)
-                 for name in drafters for k, tree in shape_list]
+    requests += [RunRequest(drafter=d, k=k, tree=tree, **base) for d in drafters for k, tree in shape_list]
     if len(requests) > MAX_COMPARE_RUNS:
         raise UserError(t("err.too_many_runs", lang, n=len(requests), limit=MAX_COMPARE_RUNS))
     return requests

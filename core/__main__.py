@@ -13,7 +13,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
     p.add_argument("--draft", help="draft model folder or hub id for --drafter draft (overrides the preset's)")
     p.add_argument("--drafter", default="draft",
-                   help="none, draft, ngram, medusa, eagle or eagle3 (default: draft)")
+                   help="none, draft, draft-xs, draft-l, ngram, medusa, eagle or eagle3 (default: draft; "
+                        "draft-xs / draft-l = draft with --draft-size xs / l)")
     p.add_argument("--k", type=int, default=4, help="draft chain length / tree depth (default: 4)")
     p.add_argument("--tree", help="draft a tree WIDTHxDEPTH instead of a chain, e.g. 2x3 (eagle/eagle3: "
                                   "WIDTH is EAGLE-2's top-k)")

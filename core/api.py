@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from .drafters import NEEDS_DRAFT_MODEL, DraftShape, drafter_class
+from .drafters import DRAFTERS, NEEDS_DRAFT_MODEL, DraftShape, drafter_class
 from .engine import DecodeSettings, SpeculativeDecoder
 from .errors import UserError
 from .models import LoadedModel, check_same_tokenizer, load_model, resolve_preset
@@ -15,7 +15,19 @@ from .records import RunResult, write_trace
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 10.0
 DRAFT_SIZES = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
+SIZED_DRAFTS = {"draft-xs": "xs", "draft-l": "l"}  # "--drafter draft-xs" = "--drafter draft --draft-size xs"
+DRAFTER_NAMES = ["none", "draft-xs", "draft", "draft-l", *[d for d in DRAFTERS if d not in ("none", "draft")]]
 LEARNED = {"medusa", "eagle", "eagle3"}  # drafters with trained weights of their own
+
+
+def split_drafter(name: str, draft_size: str | None = None) -> tuple[str, str | None]:
+    """A drafter name as (registry name, draft size): "draft-xs" -> ("draft", "xs")."""
+    size = SIZED_DRAFTS.get(name)
+    if size is None:
+        return name, draft_size
+    if draft_size not in (None, size):
+        raise UserError(f"--drafter {name} already picks draft size {size!r}; drop --draft-size {draft_size}")
+    return "draft", size
 
 
 def validate_settings(settings: DecodeSettings) -> None:
@@ -70,6 +82,7 @@ def build_decoder(
     paths of ranks, e.g. "[[0], [0, 0], [1]]"), ``eagle_nodes`` (EAGLE-2: nodes kept for the verify;
     its top-k is the tree width, its depth the tree depth).
     """
+    drafter, draft_size = split_drafter(drafter, draft_size)
     drafter_cls = drafter_class(drafter)
     shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
     _check_drafter_options(drafter, draft_size, draft, drafter_weights, medusa_choices, eagle_nodes)

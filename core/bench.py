@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from .api import build_decoder, greedy_generate_kwargs
+from .api import build_decoder, greedy_generate_kwargs, split_drafter
 from .drafters import drafter_class
 from .errors import UserError
 from .models import load_model, pick_device, resolve_preset
@@ -130,7 +130,7 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str
 
 def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     for name in config.drafters:
-        drafter_class(name)
+        drafter_class(split_drafter(name)[0])
     if "none" not in config.drafters:
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:

@@ -282,3 +282,7 @@ def test_each_draft_size_is_its_own_model():
         decoder, _ = build_decoder("我爱", "tiny", "draft", draft_size=size)
         sizes[size] = sum(p.numel() for p in decoder.drafter.draft.model.parameters())
     assert sizes["xs"] < sizes["s"] < sizes["l"]
+    by_name, _ = build_decoder("我爱", "tiny", "draft-l")  # the name picks the size too
+    assert by_name.drafter.model_path.endswith("draft-l") and by_name.run_info["settings"]["draft_size"] == "l"
+    with pytest.raises(UserError, match="already picks draft size"):
+        build_decoder("我爱", "tiny", "draft-xs", draft_size="l")

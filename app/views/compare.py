@@ -78,7 +78,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
                         label="ctl.preset")
     with gr.Row():
-        drafters = labels(gr.CheckboxGroup(list(COMPARE_CHOICES), value=COMPARE_DEFAULT, label=labels.text("ctl.drafters"),
+        drafters = labels(gr.CheckboxGroup(COMPARE_CHOICES, value=COMPARE_DEFAULT, label=labels.text("ctl.drafters"),
                                            info=labels.text("ctl.drafters_info"), elem_id="cmp-drafters", scale=2),
                           label="ctl.drafters", info="ctl.drafters_info")
         shapes = labels(gr.Textbox("4, 2x3", label=labels.text("ctl.shapes"), info=labels.text("ctl.shapes_info"),

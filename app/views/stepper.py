@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from core.drafters import DRAFTERS
+from core.api import DRAFTER_NAMES
 
 from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, run_request
 from ..guard import guarded
@@ -68,7 +68,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
                             label="ctl.prompt")
             preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"),
                                         elem_id="step-preset"), label="ctl.preset")
-            drafter = labels(gr.Dropdown(list(DRAFTERS), value=default_drafter, label=labels.text("ctl.drafter"),
+            drafter = labels(gr.Dropdown(DRAFTER_NAMES, value=default_drafter, label=labels.text("ctl.drafter"),
                                          info=labels.text("ctl.drafter_info"), elem_id="step-drafter"),
                              label="ctl.drafter", info="ctl.drafter_info")
             with gr.Row():
