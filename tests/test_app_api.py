@@ -98,3 +98,15 @@ def test_worth_it_and_replay_and_language(url):
     assert "Prompt:" in header and "Step 2:" in sentence
     outputs = c.predict("zh", 0.6, 4, 0.05, api_name="/language")
     assert any(isinstance(o, str) and "第 2 步" in o for o in outputs)  # the replayed step, now in Chinese
+
+
+def test_batch_size_view_loads_the_cpu_result_and_refuses_a_bad_file(url, tmp_path):
+    c = client(url)
+    status, verdict, plot = c.predict("en", api_name="/batch_example")
+    assert "Error" not in status and "preset tiny" in verdict and "ngram" in verdict
+    names = [trace["name"] for trace in json.loads(plot["plot"])["data"]]
+    assert names[:3] == ["none", "draft", "ngram"] and "batch 16" in names
+    bad = tmp_path / "bench.json"
+    bad.write_text("{\"batch_sweep\": []}", encoding="utf-8")
+    status, *_ = c.predict("en", gradio_client.handle_file(str(bad)), api_name="/batch_upload")
+    assert "Error" in status and "no batch sweep" in status

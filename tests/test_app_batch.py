@@ -1,0 +1,83 @@
+"""The Batch size view: its figure and verdict from a real (small) sweep, and bench-file checks."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from app.figures import batch_figure
+from app.views.batch import EXAMPLE_RESULT, live_sweep, verdict_markdown
+from core import UserError
+from core.sweep import read_sweep_result
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    """ngram against none at batch 1 and 2, 6 new tokens per request, measured by the view's own sweep."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        steps = list(live_sweep("tiny", ["ngram"], (1, 2), 6))
+    finally:
+        torch.set_num_threads(threads)
+    return steps
+
+
+def test_the_live_sweep_grows_batch_by_batch(sweep):
+    assert [b for b, _ in sweep] == [1, 2]
+    result = sweep[-1][1]
+    assert [(r["batch"], r["drafter"]) for r in result["batch_sweep"]] == [(1, "none"), (1, "ngram"), (2, "none"),
+                                                                          (2, "ngram")]
+    assert all(r["identical_to_baseline"] for r in result["batch_sweep"])
+    assert {r["batch"] for r in result["forward_latency"]} == {1, 2}
+    assert set(result["batch_crossover"]) == {"ngram"}
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_figure_draws_throughput_and_latency_and_marks_the_crossover(sweep, lang):
+    result = dict(sweep[-1][1], batch_crossover={"ngram": 2})
+    fig = batch_figure(result, lang)
+    names = [trace.name for trace in fig.data]
+    assert names[:2] == ["none", "ngram"]
+    assert names[2:] == (["批 1", "批 2"] if lang == "zh" else ["batch 1", "batch 2"])
+    assert list(fig.data[0].x) == [1, 2] and list(fig.data[2].x) == [1, 2, 4, 8, 16, 32]
+    marks = [a.text for a in fig.layout.annotations]
+    assert any(("ngram 从这里起不再划算" if lang == "zh" else "ngram stops paying here") == m for m in marks)
+    verdict = verdict_markdown(result, lang)
+    assert ("从批大小 **2** 起" if lang == "zh" else "from batch **2** on") in verdict
+
+
+def test_empty_figure_says_what_to_do():
+    fig = batch_figure(None, "en")
+    assert fig.layout.annotations[0].text == "Load a bench result or run a small sweep"
+    assert verdict_markdown(None, "en") == ""
+
+
+def test_the_shipped_cpu_result_loads():
+    result = read_sweep_result(EXAMPLE_RESULT)
+    assert {r["batch"] for r in result["batch_sweep"]} == {1, 2, 4, 8, 16}
+    assert result["preset"] == "tiny" and result["forward_latency"]
+
+
+@pytest.mark.parametrize("content,message", [
+    ("not json", "not JSON"),
+    ("[1, 2]", "no batch sweep"),
+    (json.dumps({"batch_sweep": []}), "no batch sweep"),
+    (json.dumps({"batch_sweep": [{"batch": 0, "drafter": "none", "tokens_per_s": 1}]}), "entry 0 needs batch"),
+    (json.dumps({"batch_sweep": [{"batch": 2, "drafter": "draft", "tokens_per_s": 1}]}), "no none baseline at batch 2"),
+    (json.dumps({"batch_sweep": [{"batch": 1, "drafter": "none", "tokens_per_s": 1}],
+                 "forward_latency": [{"batch": 1}]}), "forward_latency entries need"),
+])
+def test_bad_bench_files_are_refused_with_a_message(tmp_path, content, message):
+    path = tmp_path / "bench.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(UserError, match=message):
+        read_sweep_result(path)
+
+
+def test_an_oversized_bench_file_is_refused(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(" " * 2000, encoding="utf-8")
+    with pytest.raises(UserError, match="the limit is"):
+        read_sweep_result(path, max_bytes=1000)
