@@ -173,7 +173,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         "repeats": config.repeats,
         "k": config.k,
         "tree": config.tree,
-        "device": config.device or "auto",
+        "device": str(pick_device(config.device)),
         "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
         "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters},
@@ -304,10 +304,15 @@ def sweep_figures(result: dict) -> list:
         mine = [r for r in rows if r["drafter"] == name]
         throughput.add_trace(go.Scatter(x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine],
                                         mode="lines+markers", name=name))
+    top = max(r["tokens_per_s"] for r in rows)
     for name, batch in result["batch_crossover"].items():
-        if batch is not None:
-            throughput.add_vline(x=batch, line_dash="dot", annotation_text=f"{name} stops paying")
-    throughput.update_layout(title="Throughput against batch size", xaxis={"title": "batch", "type": "log"},
+        if batch is not None:  # a dotted vertical line (a shape would take log10 x on the log axis)
+            throughput.add_trace(go.Scatter(x=[batch, batch], y=[0, top], mode="lines+text", showlegend=False,
+                                            text=["", f"{name} stops paying"], textposition="top center",
+                                            line={"dash": "dot"}))
+    sizes = sorted({r["batch"] for r in rows})
+    throughput.update_layout(title="Throughput against batch size",
+                             xaxis={"title": "batch", "type": "log", "tickvals": sizes},
                              yaxis_title="tokens/s (all requests)")
     latency = go.Figure()
     grid = result.get("forward_latency") or []

@@ -104,7 +104,7 @@ def test_batch_size_view_loads_the_cpu_result_and_refuses_a_bad_file(url, tmp_pa
     c = client(url)
     status, verdict, plot = c.predict("en", api_name="/batch_example")
     assert "Error" not in status and "preset tiny" in verdict and "ngram" in verdict
-    names = [trace["name"] for trace in json.loads(plot["plot"])["data"]]
+    names = [trace.get("name") for trace in json.loads(plot["plot"])["data"]]
     assert names[:3] == ["none", "draft", "ngram"] and "batch 16" in names
     bad = tmp_path / "bench.json"
     bad.write_text("{\"batch_sweep\": []}", encoding="utf-8")

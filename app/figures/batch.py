@@ -18,7 +18,8 @@ def batch_figure(result: dict | None, lang: str) -> go.Figure:
         t("batch.plot_throughput", lang), t("batch.plot_latency", lang)))
     _throughput(fig, result, lang)
     _latency(fig, result.get("forward_latency") or [], lang)
-    fig.update_xaxes(type="log", title=t("batch.axis_batch", lang), row=1, col=1)
+    sizes = sorted({r["batch"] for r in result["batch_sweep"]})
+    fig.update_xaxes(type="log", title=t("batch.axis_batch", lang), tickvals=sizes, row=1, col=1)
     fig.update_xaxes(type="log", title=t("batch.axis_tokens", lang), row=1, col=2)
     fig.update_yaxes(rangemode="tozero", title=t("batch.axis_tps", lang), row=1, col=1)
     fig.update_yaxes(type="log", title=t("batch.axis_ms", lang), row=1, col=2)
@@ -37,12 +38,18 @@ def _throughput(fig: go.Figure, result: dict, lang: str) -> None:
             x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine], name=name, mode="lines+markers",
             line={"color": colors[name], "width": 3 if name == "none" else 2.5, "dash": "solid"},
             hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + name + "</extra>"), 1, 1)
-    for name, batch in (result.get("batch_crossover") or {}).items():
+    top = max(r["tokens_per_s"] for r in rows)
+    smallest = min(r["batch"] for r in rows)
+    for i, (name, batch) in enumerate((result.get("batch_crossover") or {}).items()):
         if batch is None:
             continue
-        fig.add_vline(x=batch, row=1, col=1, line={"color": colors.get(name, "#888888"), "dash": "dot"},
-                      annotation_text=t("batch.stops_paying", lang, drafter=name), annotation_position="top left",
-                      annotation_font={"size": 11, "color": colors.get(name, "#888888")})
+        color = colors.get(name, "#888888")
+        label_at = top * (1.08 - 0.07 * i)  # one label height apart, so two crossovers at one batch stay readable
+        fig.add_trace(go.Scatter(  # a vertical dotted line at the crossover (shapes take log10 x on a log axis)
+            x=[batch, batch, batch], y=[0, top, label_at], mode="lines+text", showlegend=False, hoverinfo="skip",
+            text=["", "", t("batch.stops_paying", lang, drafter=name)],
+            textposition="middle right" if batch == smallest else "middle left",
+            textfont={"size": 11, "color": color}, line={"color": color, "dash": "dot", "width": 1.5}), 1, 1)
 
 
 def _latency(fig: go.Figure, grid: list[dict], lang: str) -> None:

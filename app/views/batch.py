@@ -33,7 +33,8 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
         return ""
     rows = result["batch_sweep"]
     speed = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows}
-    lines = [t("batch.source", lang, preset=result.get("preset", "–"), device=result.get("device", "–"),
+    device = result.get("hardware") or result.get("device", "–")
+    lines = [t("batch.source", lang, preset=result.get("preset", "–"), device=device,
                tokens=result.get("max_new_tokens", "–"), threads=result.get("torch_threads", "–"))]
     for name, batch in result["batch_crossover"].items():
         if batch is None:
