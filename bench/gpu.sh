@@ -50,7 +50,7 @@ start=$(date +%s)
 cat "$OUT/hardware.txt"
 
 BENCH=(-m core bench --preset "$PRESET" --device "$DEVICE" --drafters none,draft,ngram --compare-hf --overhead
-       --batch-sweep "$SIZES" --repeats "$REPEATS" --max-new-tokens "$TOKENS" --out "$OUT" "${PROMPTS[@]}")
+       --batch-sweep "$SIZES" --repeats "$REPEATS" --max-new-tokens "$TOKENS" --out "$OUT" ${PROMPTS[@]+"${PROMPTS[@]}"})
 echo "== 1+2. $PYTHON ${BENCH[*]}"
 timeout "$LIMIT" "$PYTHON" "${BENCH[@]}"
 
