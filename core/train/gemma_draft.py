@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     }) + "\n", encoding="utf-8")
     (args.out / "training.json").write_text(json.dumps({
         "command": "python -m core.train.gemma_draft " + " ".join(sys.argv[1:]),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "options": {k: v for k, v in vars(args).items() if k != "out"},
         "seconds": round(seconds, 1), "total_seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(), "parameters": sum(p.numel() for p in model.parameters()),
         "data": {"corpus": "core.train.corpus training split", "gemma_train": asdict(TRAIN_DATA),

@@ -22,11 +22,12 @@ from . import heldout
 
 
 def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
+    from ..drafters.draft_model import DraftModelDrafter
     from ..drafters.eagle import Eagle3Drafter, EagleDrafter
     from ..drafters.medusa import MedusaDrafter
     from ..drafters.ngram import NgramDrafter
     from ..drafters.none import NoDrafter
-    from ..models import drafter_home
+    from ..models import check_same_tokenizer, drafter_home, load_model
 
     chain4, chain5, tree = DraftShape(1, 4), DraftShape(1, 5), DraftShape(4, 5)
     home = drafter_home(target.path)
@@ -42,6 +43,10 @@ def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
         ("eagle3", "eagle3 k=5", lambda: Eagle3Drafter(chain5, target=target)),
         ("eagle3", "eagle3 tree 4x5 N=24", lambda: Eagle3Drafter(tree, target=target, eagle_nodes=24)),
     ]
+    if (home / "draft" / "model.safetensors").is_file():
+        draft = load_model(str(home / "draft"), "cpu")
+        check_same_tokenizer(target, draft)
+        rows.append(("draft k=4", lambda: DraftModelDrafter(chain4, draft=draft, vocab_size=target.vocab_size)))
     rows += [(label, make) for kind, label, make in learned if (home / kind / "model.safetensors").is_file()]
     return rows
 
