@@ -133,6 +133,7 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
         raise UserError(t("err.no_drafters", lang))
     for name in drafters:
         choice(name, COMPARE_CHOICES, "ctl.drafter", lang)
+    drafters = [name for name in COMPARE_CHOICES if name in drafters]  # the page's order, not the click order
     base = dict(
         prompt=prompt_text(prompt, lang),
         preset=choice(preset, presets, "ctl.preset", lang),

@@ -76,9 +76,10 @@ def set_language(page, label: str) -> None:
 def step(page, times: int) -> None:
     """Press Step ``times`` times, each time waiting for the live plots to show the new step."""
     for _ in range(times):
-        before = (plot(page, "step-live") or {"data": [{"x": []}]})["data"][0]["x"] or []
+        data = (plot(page, "step-live") or {}).get("data") or [{}]  # empty after a reset
+        before = data[0].get("x") or []
         page.click("#step-btn")
-        wait_for_plot(page, "step-live", f"p.data[0].x && p.data[0].x.length == {len(before) + 1}")
+        wait_for_plot(page, "step-live", f"p.data[0] && p.data[0].x && p.data[0].x.length == {len(before) + 1}")
     page.wait_for_timeout(400)
 
 

@@ -3,7 +3,8 @@
     python tests/screenshots.py [--out docs/screenshots]
 
 Starts ``python app.py --preset tiny`` on a free port, drives it in headless Chromium, and writes
-step-by-step.png, compare.png, classroom.png, worth-it.png, replay.png (and step-by-step-en.png).
+step-by-step.png, compare.png, classroom.png, worth-it.png, replay.png (and step-by-step-en.png,
+step-by-step-eagle3.png).
 """
 from __future__ import annotations
 
@@ -62,6 +63,15 @@ def take(out: Path) -> None:
         open_tab(page, "step")
         page.wait_for_function("document.querySelector('#step-sentence').innerText.includes('Step 6')")
         shot("step-by-step-en")
+
+        page.click("#reset-btn")  # EAGLE-3's dynamic tree: the kept nodes and, faded, what was pruned
+        page.click("#step-drafter input")
+        page.get_by_role("option", name="eagle3", exact=True).click()
+        page.fill("#step-width input", "3")
+        page.fill("#step-eagle-n input", "10")
+        page.fill("#step-prompt textarea", "床前明月光，")
+        step(page, 2)
+        shot("step-by-step-eagle3")
 
 
 def main() -> int:

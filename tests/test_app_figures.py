@@ -219,7 +219,7 @@ def test_compare_requests_put_the_baseline_first():
         compare_requests("en", ["tiny"], "hi", "tiny", ["draft"], "4, big", 0, 0, 16)
     with pytest.raises(UserError, match="at least one drafter"):
         compare_requests("en", ["tiny"], "hi", "tiny", [], "4", 0, 0, 16)
-    sizes = compare_requests("en", ["tiny"], "hi", "tiny", ["draft-xs", "draft-l", "eagle3"], "4", 0, 0, 16)
+    sizes = compare_requests("en", ["tiny"], "hi", "tiny", ["eagle3", "draft-l", "draft-xs"], "4", 0, 0, 16)
     assert [r.drafter for r in sizes] == ["none", "draft-xs", "draft-l", "eagle3"]
     assert sizes[1].label() == "draft-xs · k=4"
 
