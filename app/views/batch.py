@@ -10,6 +10,7 @@ import gradio as gr
 import torch
 
 from core import UserError
+from core.api import DRAFTER_NAMES
 from core.models import load_model, pick_device, resolve_preset
 from core.prompts import load_prompts
 from core.sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes, \
@@ -23,7 +24,8 @@ from ..labels import Labels
 from ..session import Session, ensure
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
-SWEEP_DRAFTERS = ("draft", "ngram")
+SWEEP_DRAFTERS = tuple(name for name in DRAFTER_NAMES if name != "none")
+SWEEP_DEFAULT = ["draft", "ngram"]
 MAX_LIVE_NEW_TOKENS = 64
 
 
@@ -88,7 +90,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     with gr.Row():
         preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
                         label="ctl.preset")
-        drafters = labels(gr.CheckboxGroup(list(SWEEP_DRAFTERS), value=list(SWEEP_DRAFTERS), scale=1,
+        drafters = labels(gr.CheckboxGroup(list(SWEEP_DRAFTERS), value=SWEEP_DEFAULT, scale=2,
                                            label=labels.text("batch.drafters"), elem_id="batch-drafters"),
                           label="batch.drafters")
         sizes = labels(gr.Textbox("1,2,4", label=labels.text("batch.sizes"), elem_id="batch-sizes", scale=1),
