@@ -77,7 +77,11 @@ def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool =
 
 
 def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timing]]:
-    """transformers' generate(): plain, assisted with the same draft (constant k), prompt lookup."""
+    """transformers' generate(): plain, assisted with the same draft (constant k), prompt lookup.
+
+    Assisted generation is left out when the preset's draft reads a reduced vocabulary
+    (``vocab_map``): transformers' assistant must emit the target's ids itself.
+    """
     decoder, ids = build_decoder(prompt, config.preset, "draft", k=config.k, **config.model_args())
     target, draft = decoder.target, decoder.drafter.draft
     input_ids = torch.tensor([ids], device=target.device)
@@ -90,6 +94,8 @@ def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timin
         ),
         "prompt_lookup": dict(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=3),
     }
+    if draft.vocab_map is not None:
+        del variants["assisted"]
 
     def runner(extra):
         @torch.inference_mode()
@@ -189,6 +195,9 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if hf:
         hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate")
         result["hf"] = hf_summary
+        if "assisted" not in hf_summary:
+            result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
+                                                "assistant must emit the target's own ids"}
     if sizes:
         result.update(batch_study(config, sizes, prompts, log))
     return result
@@ -241,6 +250,8 @@ def markdown_table(result: dict) -> str:
                 f"{fmt(row['mean_accepted_tokens'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{'✓' if row['identical_to_baseline'] else '✗'} |"
             )
+    for name, reason in result.get("hf_skipped", {}).items():
+        lines.append(f"| transformers {name} | not run: {reason} | | | | |")
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]

@@ -11,6 +11,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny"
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small forwards run fastest on one thread; on a busy machine two threads spin-wait for each other.
+    A module opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def random_llama():
     """A 2-layer random Llama (vocab 97) for mask and cache mechanics; no tokenizer needed."""

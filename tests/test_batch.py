@@ -13,20 +13,13 @@ from core.kv_cache import PagedForward, PagedKVCache
 from core.tree import with_root
 from tests.prompts import LOSSLESS_PROMPTS
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 MAX_NEW = 24
 BATCH_SIZES = (1, 2, 4, 8, 16)
 # 16 prompts of 2 to ~60 tokens, Chinese and English, shortest and longest alternating: every batch is ragged
 _BY_LENGTH = sorted(LOSSLESS_PROMPTS, key=len)
 PROMPTS = [p for pair in zip(_BY_LENGTH[:8], _BY_LENGTH[::-1][:8]) for p in pair]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small forwards run fastest on one thread; on a busy machine two threads spin-wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,7 @@ from core.bench import BenchConfig, markdown_table, run_bench, write_outputs
 from core.errors import UserError
 from core.sweep import crossover, parse_batch_sizes
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

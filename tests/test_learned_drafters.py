@@ -24,6 +24,8 @@ from tests.conftest import TINY
 from tests.prompts import LOSSLESS_PROMPTS
 from tests.test_sampling import binned, exact_joint
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 MAX_NEW = 32
 DRAFTERS = {
     "medusa k=4": lambda t, **kw: MedusaDrafter(DraftShape(1, 4), t, **kw),
@@ -42,15 +44,6 @@ def decode(target, drafter, ids, max_new=MAX_NEW, temperature=0.0, seed=0, block
     for _ in decoder.steps(ids):
         pass
     return decoder.result
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small forwards run fastest on one thread; on a busy machine two threads spin-wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
