@@ -33,7 +33,7 @@ import torch
 from ..errors import UserError
 from ..kv_cache import PagedKVCache, RequestKV
 from ..tree import DraftTree
-from .base import MAX_TREE_NODES, MAX_WIDTH, DraftShape, Drafter, ProposeContext
+from .base import MAX_TREE_NODES, DraftShape, Drafter, ProposeContext
 from .eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from .learned import default_folder, load_folder
 
@@ -90,8 +90,8 @@ def prune(expansion: Expansion, n: int) -> list[int]:
 class EagleDrafter(Drafter):
     """EAGLE (-1 features, EAGLE-2 tree) trained for ``target``; weights from ``weights``.
 
-    The tree: depth ``shape.depth``; ``eagle_top_k`` children per expanded node and expanded
-    nodes per depth (default ``shape.width``); ``eagle_nodes`` nodes kept for the verify
+    The tree: depth ``shape.depth``; ``shape.width`` (EAGLE-2's top-k) children per expanded
+    node and expanded nodes per depth; ``eagle_nodes`` nodes kept for the verify
     (default: the full ``shape`` tree's size, at most what the expansion scores and the node limit).
     """
 
@@ -99,7 +99,7 @@ class EagleDrafter(Drafter):
     drafts_full_tree = False
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
-                 eagle_top_k: int | None = None, eagle_nodes: int | None = None, **_):
+                 eagle_nodes: int | None = None, **_):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
         config, state = load_folder(folder, self.name, target.model)
@@ -113,9 +113,7 @@ class EagleDrafter(Drafter):
         self.model_path = str(folder)
         self.block_size = block_size
         self.depth = shape.depth
-        self.top_k = int(eagle_top_k or shape.width)
-        if not 1 <= self.top_k <= MAX_WIDTH:
-            raise UserError(f"eagle top-k must be between 1 and {MAX_WIDTH} (got {self.top_k})")
+        self.top_k = shape.width  # DraftShape.parse keeps it within 1..MAX_WIDTH
         scored = self.top_k + (self.depth - 1) * self.top_k**2
         self.num_nodes = int(eagle_nodes or min(shape.num_nodes, scored, MAX_TREE_NODES))
         if not 1 <= self.num_nodes <= MAX_TREE_NODES:
