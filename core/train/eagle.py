@@ -244,17 +244,10 @@ def run(args: argparse.Namespace) -> int:
              "training": training_record(args, seconds), "heldout_chain": chain}
     save_folder(setup.out, saved, net)
     drafter = DRAFTERS[kind]
-    prompts = heldout.heldout_prompts(target)
-    results = [
-        heldout.evaluate(target, lambda: drafter(DraftShape(1, 5), target, str(setup.out)), prompts, f"{kind} k=5"),
-        heldout.evaluate(target, lambda: drafter(DraftShape(4, 5), target, str(setup.out), eagle_nodes=24),
-                         prompts, f"{kind} tree 4x5 N=24"),
-    ]
-    saved["heldout"] = [r.rounded() for r in results]
-    save_folder(setup.out, saved, net)
-    for r in results:
-        print(f"[{kind}] held-out {r.label}: tau {r.tau:.2f} acceptance {r.acceptance:.2f} "
-              f"per position {[round(p, 2) for p in r.per_position]}", file=sys.stderr)
+    heldout.record_in_folder(target, kind, saved, setup.out, net, [
+        (f"{kind} k=5", lambda: drafter(DraftShape(1, 5), target, str(setup.out))),
+        (f"{kind} tree 4x5 N=24", lambda: drafter(DraftShape(4, 5), target, str(setup.out), eagle_nodes=24)),
+    ])
     return 0
 
 

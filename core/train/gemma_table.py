@@ -13,42 +13,10 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 
 import torch
 
-from ..drafters.base import DraftShape, Drafter
 from . import heldout
-
-
-def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
-    from ..drafters.draft_model import DraftModelDrafter
-    from ..drafters.eagle import Eagle3Drafter, EagleDrafter
-    from ..drafters.medusa import MedusaDrafter
-    from ..drafters.ngram import NgramDrafter
-    from ..drafters.none import NoDrafter
-    from ..models import check_same_tokenizer, drafter_home, load_model
-
-    chain4, chain5, tree = DraftShape(1, 4), DraftShape(1, 5), DraftShape(4, 5)
-    home = drafter_home(target.path)
-    rows: list[tuple[str, Callable[[], Drafter]]] = [
-        ("none", NoDrafter),
-        ("ngram k=4", lambda: NgramDrafter(chain4, vocab_size=target.vocab_size)),
-    ]
-    learned = [
-        ("medusa", "medusa k=4", lambda: MedusaDrafter(chain4, target=target)),
-        ("medusa", "medusa tuned tree", lambda: MedusaDrafter(chain4, target=target, medusa_choices="tuned")),
-        ("eagle", "eagle k=5", lambda: EagleDrafter(chain5, target=target)),
-        ("eagle", "eagle tree 4x5 N=24", lambda: EagleDrafter(tree, target=target, eagle_nodes=24)),
-        ("eagle3", "eagle3 k=5", lambda: Eagle3Drafter(chain5, target=target)),
-        ("eagle3", "eagle3 tree 4x5 N=24", lambda: Eagle3Drafter(tree, target=target, eagle_nodes=24)),
-    ]
-    if (home / "draft" / "model.safetensors").is_file():
-        draft = load_model(str(home / "draft"), "cpu")
-        check_same_tokenizer(target, draft)
-        rows.append(("draft k=4", lambda: DraftModelDrafter(chain4, draft=draft, vocab_size=target.vocab_size)))
-    rows += [(label, make) for kind, label, make in learned if (home / kind / "model.safetensors").is_file()]
-    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         "zh": [target.tokenizer(p).input_ids for p in texts if any("\u4e00" <= c <= "\u9fff" for c in p)],
         "en": [target.tokenizer(p).input_ids for p in texts if p.isascii()],
     }
-    rows = lineup(target)
+    rows = heldout.lineup(target)
     results: dict[str, list[heldout.HeldoutNumbers]] = {lang: [] for lang in by_language}
     start = time.perf_counter()
     for label, make in rows:  # one drafter at a time, both languages, so CPU load drifts hit every row alike

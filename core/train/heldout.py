@@ -88,6 +88,21 @@ def evaluate(target, make_drafter: Callable[[], Drafter], prompts: list[list[int
     )
 
 
+def record_in_folder(target, kind: str, saved: dict, folder, module,
+                     lineup: list[tuple[str, Callable[[], Drafter]]]) -> None:
+    """After training: held-out numbers of each (label, factory) into ``saved["heldout"]``, saved
+    with ``module``'s weights in ``folder`` (``config.json``), and printed."""
+    from ..drafters.learned import save_folder
+
+    prompts = heldout_prompts(target)
+    results = [evaluate(target, factory, prompts, label) for label, factory in lineup]
+    saved["heldout"] = [r.rounded() for r in results]
+    save_folder(folder, saved, module)
+    for r in results:
+        print(f"[{kind}] held-out {r.label}: tau {r.tau:.2f} acceptance {r.acceptance:.2f} "
+              f"per position {[round(p, 2) for p in r.per_position]}", file=sys.stderr)
+
+
 def markdown_table(rows: list[HeldoutNumbers], baseline_tokens_per_s: float) -> str:
     depth = max((len(r.per_position) for r in rows), default=0)
     head = ["drafter", "τ", "acceptance", *[f"pos {i + 1}" for i in range(depth)], "nodes/step",
@@ -103,38 +118,38 @@ def markdown_table(rows: list[HeldoutNumbers], baseline_tokens_per_s: float) -> 
 
 
 # ---- the table of docs/drafters.md ----------------------------------------------------------
-def lineup(target, preset) -> list[tuple[str, Callable[[], Drafter]]]:
-    """Every drafter of the comparison, as (label, factory)."""
-    from pathlib import Path
-
+def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
+    """Every drafter of the comparison whose weights exist for ``target``, as (label, factory):
+    the draft models of each size, ngram, then the learned drafters (and EAGLE-3's no-TTT ablation)."""
     from ..drafters.base import DraftShape
     from ..drafters.draft_model import DraftModelDrafter
     from ..drafters.eagle import Eagle3Drafter, EagleDrafter
     from ..drafters.medusa import MedusaDrafter
     from ..drafters.ngram import NgramDrafter
     from ..drafters.none import NoDrafter
-    from ..models import load_model
+    from ..models import check_same_tokenizer, drafter_home, load_model
 
     chain4, chain5, tree = DraftShape(1, 4), DraftShape(1, 5), DraftShape(4, 5)
     vocab = target.vocab_size
+    home = drafter_home(target.path)
     rows: list[tuple[str, Callable[[], Drafter]]] = [("none", NoDrafter)]
-    folder = Path(preset.draft).parent
     for name in ("draft-xs", "draft", "draft-l"):
-        if (folder / name / "model.safetensors").exists():
-            draft = load_model(str(folder / name), "cpu")
+        if (home / name / "model.safetensors").exists():
+            draft = load_model(str(home / name), "cpu")
+            check_same_tokenizer(target, draft)
             rows.append((f"{name} k=4", lambda d=draft: DraftModelDrafter(chain4, draft=d, vocab_size=vocab)))
-    rows += [
-        ("ngram k=4", lambda: NgramDrafter(chain4, vocab_size=vocab)),
-        ("medusa k=4", lambda: MedusaDrafter(chain4, target=target)),
-        ("medusa tuned tree", lambda: MedusaDrafter(chain4, target=target, medusa_choices="tuned")),
-        ("eagle k=5", lambda: EagleDrafter(chain5, target=target)),
-        ("eagle tree 4x5 N=24", lambda: EagleDrafter(tree, target=target, eagle_nodes=24)),
-        ("eagle3 k=5", lambda: Eagle3Drafter(chain5, target=target)),
-        ("eagle3 tree 4x5 N=24", lambda: Eagle3Drafter(tree, target=target, eagle_nodes=24)),
+    rows.append(("ngram k=4", lambda: NgramDrafter(chain4, vocab_size=vocab)))
+    learned = [
+        ("medusa", "medusa k=4", lambda: MedusaDrafter(chain4, target=target)),
+        ("medusa", "medusa tuned tree", lambda: MedusaDrafter(chain4, target=target, medusa_choices="tuned")),
+        ("eagle", "eagle k=5", lambda: EagleDrafter(chain5, target=target)),
+        ("eagle", "eagle tree 4x5 N=24", lambda: EagleDrafter(tree, target=target, eagle_nodes=24)),
+        ("eagle3", "eagle3 k=5", lambda: Eagle3Drafter(chain5, target=target)),
+        ("eagle3", "eagle3 tree 4x5 N=24", lambda: Eagle3Drafter(tree, target=target, eagle_nodes=24)),
+        ("eagle3-no-ttt", "eagle3 without TTT k=5",
+         lambda: Eagle3Drafter(chain5, target=target, weights=str(home / "eagle3-no-ttt"))),
     ]
-    no_ttt = folder / "eagle3-no-ttt"
-    if no_ttt.exists():
-        rows.append(("eagle3 without TTT k=5", lambda: Eagle3Drafter(chain5, target=target, weights=str(no_ttt))))
+    rows += [(label, make) for kind, label, make in learned if (home / kind / "model.safetensors").is_file()]
     return rows
 
 
@@ -155,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     target = load_model(preset.target, "cpu")
     prompts = heldout_prompts(target)
     rows = []
-    for label, factory in lineup(target, preset):
+    for label, factory in lineup(target):
         rows.append(evaluate(target, factory, prompts, label, args.max_new_tokens))
         print(f"[heldout] {label}: tau {rows[-1].tau:.2f}", file=sys.stderr, flush=True)
         if args.json:

@@ -155,18 +155,10 @@ def run(args: argparse.Namespace) -> int:
         "heldout_accuracy": [[round(float(a), 4) for a in row] for row in accuracy],
     }
     save_folder(setup.out, saved, heads)
-    prompts = heldout.heldout_prompts(target)
-    results = [
-        heldout.evaluate(target, lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out)),
-                         prompts, f"medusa k={args.heads}"),
-        heldout.evaluate(target, lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out), "tuned"),
-                         prompts, "medusa tuned tree"),
-    ]
-    saved["heldout"] = [r.rounded() for r in results]
-    save_folder(setup.out, saved, heads)
-    for r in results:
-        print(f"[medusa] held-out {r.label}: tau {r.tau:.2f} acceptance {r.acceptance:.2f} "
-              f"per position {[round(p, 2) for p in r.per_position]}", file=sys.stderr)
+    heldout.record_in_folder(target, "medusa", saved, setup.out, heads, [
+        (f"medusa k={args.heads}", lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out))),
+        ("medusa tuned tree", lambda: MedusaDrafter(DraftShape(1, args.heads), target, str(setup.out), "tuned")),
+    ])
     return 0
 
 
