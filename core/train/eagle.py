@@ -37,7 +37,8 @@ from ..drafters.eagle import Eagle3Drafter, EagleDrafter
 from ..drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet
 from ..drafters.learned import save_folder, target_fingerprint
 from . import heldout
-from .features import DataSettings, DrafterData, add_common_arguments, prepare, soft_cross_entropy, training_record
+from .features import (DataSettings, DrafterData, add_common_arguments, draft_rows, prepare, soft_cross_entropy,
+                       training_record)
 from .tiny import TrainConfig, lr_factor
 
 DRAFTERS = {"eagle": EagleDrafter, "eagle3": Eagle3Drafter}
@@ -155,10 +156,7 @@ def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor,
 def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, steps: int, feature_weight: float,
               generator: torch.Generator, name: str = "eagle") -> float:
     """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds."""
-    vocab_index = None
-    if net.draft_vocab is not None:
-        vocab_index = torch.full((net.vocab_size,), -1, dtype=torch.long)
-        vocab_index[net.draft_vocab] = torch.arange(len(net.draft_vocab))
+    vocab_index = draft_rows(net.draft_vocab, net.vocab_size)
     optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
     start = time.perf_counter()

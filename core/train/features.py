@@ -127,6 +127,16 @@ def annotate(model, tokens: torch.Tensor, batch_size: int = 32) -> DrafterData:
     return DrafterData(tokens, torch.cat(hidden), torch.cat(top_ids), torch.cat(top_probs))
 
 
+def draft_rows(draft_vocab: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
+    """[target vocab] -> row of a drafter's reduced vocabulary ``draft_vocab``, -1 outside it
+    (None: the drafter keeps the whole vocabulary)."""
+    if draft_vocab is None:
+        return None
+    index = torch.full((vocab_size,), -1, dtype=torch.long)
+    index[draft_vocab] = torch.arange(len(draft_vocab))
+    return index
+
+
 def soft_cross_entropy(logits: torch.Tensor, top_ids: torch.Tensor, top_probs: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of ``logits`` [n, V] against the target's top-k law (ids/probs [n, k], renormalised)."""
     logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, top_ids)

@@ -24,7 +24,8 @@ from ..drafters.learned import save_folder, target_fingerprint
 from ..drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
 from . import heldout
 from .eagle import draft_vocabulary
-from .features import DataSettings, DrafterData, add_common_arguments, prepare, soft_cross_entropy, training_record
+from .features import (DataSettings, DrafterData, add_common_arguments, draft_rows, prepare, soft_cross_entropy,
+                       training_record)
 from .tiny import TrainConfig, lr_factor
 
 RANKS = 8  # ranks per head measured for the tuned tree
@@ -36,15 +37,6 @@ def new_heads(target_model, num_heads: int, own_lm_head: bool = False,
     head = target_model.get_output_embeddings().weight
     size = None if draft_vocab is None else len(draft_vocab)
     return MedusaHeads(MedusaConfig(num_heads, head.shape[1], own_lm_head, size), head, draft_vocab)
-
-
-def vocab_index(heads: MedusaHeads) -> torch.Tensor | None:
-    """[target vocab] -> row of the heads' draft vocabulary, -1 outside it (None: whole vocabulary)."""
-    if heads.draft_vocab is None:
-        return None
-    index = torch.full((heads.vocab_size,), -1, dtype=torch.long)
-    index[heads.draft_vocab] = torch.arange(len(heads.draft_vocab))
-    return index
 
 
 def head_loss(logits: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
@@ -62,7 +54,7 @@ def train_heads(heads: MedusaHeads, data: DrafterData, config: TrainConfig, gene
     """Train in place; returns seconds. Progress goes to stderr."""
     k = heads.config.num_heads
     n, length = data.tokens.shape
-    index = vocab_index(heads)
+    index = draft_rows(heads.draft_vocab, heads.vocab_size)
     params = [p for p in heads.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
