@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from core import UserError, build_decoder
-from core.api import DRAFTER_NAMES
+from core.api import DRAFTER_NAMES, EAGLE_DRAFTERS
 
 from .i18n import t
 
@@ -16,7 +16,6 @@ MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 2.0
 MAX_SEED = 2**31 - 1
 MAX_COMPARE_RUNS = 16
-EAGLE_DRAFTERS = ("eagle", "eagle3")
 MAX_EAGLE_NODES = 128
 COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != "none"]  # draft-xs, draft, draft-l: three sizes
 COMPARE_DEFAULT = ["draft", "ngram", "medusa", "eagle", "eagle3"]

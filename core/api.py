@@ -17,7 +17,8 @@ MAX_TEMPERATURE = 10.0
 DRAFT_SIZES = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
 SIZED_DRAFTS = {"draft-xs": "xs", "draft-l": "l"}  # "--drafter draft-xs" = "--drafter draft --draft-size xs"
 DRAFTER_NAMES = ["none", "draft-xs", "draft", "draft-l", *[d for d in DRAFTERS if d not in ("none", "draft")]]
-LEARNED = {"medusa", "eagle", "eagle3"}  # drafters with trained weights of their own
+EAGLE_DRAFTERS = ("eagle", "eagle3")  # EAGLE-2's dynamic tree: they take eagle_nodes
+LEARNED = {"medusa", *EAGLE_DRAFTERS}  # drafters with trained weights of their own
 
 
 def split_drafter(name: str, draft_size: str | None = None) -> tuple[str, str | None]:
@@ -145,7 +146,7 @@ def _check_drafter_options(drafter, draft_size, draft, weights, medusa_choices, 
         raise UserError(f"--drafter-weights applies to the learned drafters ({', '.join(sorted(LEARNED))})")
     if medusa_choices is not None and drafter != "medusa":
         raise UserError("--medusa-choices applies to --drafter medusa")
-    if eagle_nodes is not None and drafter not in ("eagle", "eagle3"):
+    if eagle_nodes is not None and drafter not in EAGLE_DRAFTERS:
         raise UserError("--eagle-nodes applies to --drafter eagle or eagle3")
 
 
