@@ -1,10 +1,16 @@
 """Start the Speculative Decoding Lab in the browser.
 
     python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
+                  [--allow-own-models | --no-own-models] [--trust-remote-code]
 
 The default preset is ``gemma-270m`` when its packages are installed (README, set-up), else
 ``tiny``. No model is loaded here: the first run in the page loads it (and caches it for every
 session); ``gemma-270m`` is converted here once, on its first start, with progress on stderr.
+
+The page's "your own models" fields (a target / draft by folder or hub id) are on when the server
+listens on a loopback address only; on any other address a visitor could make the server load any
+folder or download any model, so they need ``--allow-own-models``. Model code shipped with a model
+never runs unless ``--trust-remote-code`` is given.
 """
 from __future__ import annotations
 
@@ -18,8 +24,15 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
     parser.add_argument("--lang", choices=["zh", "en"], default="zh", help="first language of the page (default: zh)")
+    own = parser.add_mutually_exclusive_group()
+    own.add_argument("--allow-own-models", action="store_true",
+                     help="let visitors name their own target/draft (folder or hub id) on a non-loopback --host")
+    own.add_argument("--no-own-models", action="store_true", help="presets only, even on 127.0.0.1")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow model code shipped with a model (transformers' trust_remote_code); read it first")
     args = parser.parse_args()
 
+    from app.controls import ModelPolicy
     from app.ui import build_app, launch
     from core import UserError
     from core.models import default_preset, resolve_preset
@@ -30,7 +43,9 @@ def main() -> None:
     except UserError as e:
         parser.error(str(e))
 
-    launch(build_app(args.preset, args.lang), args.host, args.port)
+    policy = ModelPolicy.for_server(args.host, allow_own_models=args.allow_own_models,
+                                    no_own_models=args.no_own_models, trust_remote_code=args.trust_remote_code)
+    launch(build_app(args.preset, args.lang, policy), args.host, args.port)
 
 
 if __name__ == "__main__":

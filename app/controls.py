@@ -2,9 +2,11 @@
 with a message in the page's language; the engine validates again (e.g. tree size, context)."""
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from core import UserError, build_decoder
 from core.api import DRAFTER_NAMES, EAGLE_DRAFTERS
@@ -17,6 +19,8 @@ MAX_TEMPERATURE = 2.0
 MAX_SEED = 2**31 - 1
 MAX_COMPARE_RUNS = 16
 MAX_EAGLE_NODES = 128
+MAX_MODEL_REF = 300
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != "none"]  # draft-xs, draft, draft-l: three sizes
 COMPARE_DEFAULT = ["draft", "ngram", "medusa", "eagle", "eagle3"]
 
@@ -54,6 +58,54 @@ def choice(value, options, name: str, lang: str) -> str:
 
 
 @dataclass(frozen=True)
+class ModelPolicy:
+    """What the page may load besides its presets; fixed when the server starts (app.py)."""
+
+    own_models: bool = True  # the target / draft fields: a local model folder or a hub id
+    trust_remote_code: bool = False  # model code shipped with a model runs only when the server was told so
+
+    @classmethod
+    def for_server(cls, host: str, *, allow_own_models: bool = False, no_own_models: bool = False,
+                   trust_remote_code: bool = False) -> "ModelPolicy":
+        """Own models are on when only this machine can reach the server (a loopback ``host``);
+        elsewhere a visitor could make it read any folder or download any model, so only when
+        allowed."""
+        own = not no_own_models and (allow_own_models or is_loopback(host))
+        return cls(own_models=own, trust_remote_code=trust_remote_code)
+
+
+def is_loopback(host: str) -> bool:
+    """localhost, 127.x.x.x or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:
+    """A target or draft field: empty -> None (the preset's model); else an existing model folder
+    (one with a config.json) or a hub id ``org/name``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    label = t(name, lang)
+    text = value.strip() if isinstance(value, str) else ""
+    if not policy.own_models:
+        raise UserError(t("err.own_models_off", lang, name=label))
+    if not text or len(text) > MAX_MODEL_REF:
+        raise UserError(t("err.model_ref", lang, name=label, value=str(value)[:80]))
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise UserError(t("err.model_folder", lang, name=label, value=text))
+        return str(folder)
+    if HUB_ID.fullmatch(text) and ".." not in text:
+        return text
+    raise UserError(t("err.model_ref", lang, name=label, value=text))
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """A validated request for one decoding run."""
 
@@ -66,12 +118,17 @@ class RunRequest:
     seed: int
     max_new_tokens: int
     eagle_nodes: int | None = None  # drafters eagle/eagle3: nodes kept after EAGLE-2's expansion
+    target: str | None = None  # a model folder or hub id in place of the preset's target
+    draft: str | None = None  # the same for the draft model (used by drafter "draft" only)
+    trust_remote_code: bool = False
 
     def build(self):
         """The engine's decoder and the prompt's token ids (models load here, once per process)."""
         return build_decoder(self.prompt, preset=self.preset, drafter=self.drafter, k=self.k, tree=self.tree,
                              temperature=self.temperature, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                             eagle_nodes=self.eagle_nodes)
+                             eagle_nodes=self.eagle_nodes, target=self.target,
+                             draft=self.draft if self.drafter == "draft" else None,
+                             trust_remote_code=self.trust_remote_code)
 
     def label(self) -> str:
         if self.drafter == "none":
@@ -80,10 +137,18 @@ class RunRequest:
         return f"{self.drafter} · {shape}" + (f" · N={self.eagle_nodes}" if self.eagle_nodes else "")
 
 
+def own_models(lang: str, policy: ModelPolicy, target, draft) -> dict:
+    """The RunRequest fields of the target / draft fields."""
+    return dict(target=model_ref(target, "ctl.target", lang, policy), draft=model_ref(draft, "ctl.draft", lang, policy),
+                trust_remote_code=policy.trust_remote_code)
+
+
 def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
-                 max_new_tokens, eagle_nodes=None) -> RunRequest:
+                max_new_tokens, eagle_nodes=None, target=None, draft=None, *,
+                policy: ModelPolicy = ModelPolicy()) -> RunRequest:
     """Check the step-by-step controls; ``width`` 1 means a chain of ``k``, more a full tree (for
-    eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps)."""
+    eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps); ``target`` and
+    ``draft`` replace the preset's models where ``policy`` allows."""
     k = number(k, "ctl.k", lang, 1, 16, integer=True)
     width = number(width, "ctl.width", lang, 1, 8, integer=True)
     drafter = choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang)
@@ -101,6 +166,7 @@ def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width
         temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+        **own_models(lang, policy, target, draft),
     )
 
 
@@ -124,8 +190,10 @@ def shapes(value, lang: str) -> list[tuple[int, str | None]]:
 
 
 def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, shape_text, temperature, seed,
-                     max_new_tokens) -> list[RunRequest]:
-    """The baseline (drafter ``none``) first, then every chosen drafter in every shape."""
+                     max_new_tokens, target=None, draft=None, *, policy: ModelPolicy = ModelPolicy()
+                     ) -> list[RunRequest]:
+    """The baseline (drafter ``none``) first, then every chosen drafter in every shape, all on one
+    target (the preset's, or ``target``)."""
     if isinstance(drafters, str):
         drafters = [drafters]
     if not drafters:
@@ -139,6 +207,7 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
         temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+        **own_models(lang, policy, target, draft),
     )
     requests = [RunRequest(drafter="none", k=1, tree=None, **base)]
     shape_list = shapes(shape_text, lang)

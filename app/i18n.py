@@ -46,6 +46,20 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.eagle_n_info": ("EAGLE-2 动态树：每层扩展置信度最高的 top-k（= 树宽度）个节点，深度 = k，最后只留最好的 N 个送去验证",
                          "EAGLE-2 dynamic tree: each depth expands the top-k (= tree width) most confident nodes, "
                          "depth = k; the best N nodes go to the verify"),
+    "ctl.own_models": ("自带模型（可选）", "Your own models (optional)"),
+    "ctl.target": ("目标模型", "Target model"),
+    "ctl.target_info": ("本地模型文件夹或 Hub ID（如 Qwen/Qwen2.5-7B-Instruct）；留空 = 用预设的目标模型",
+                        "a local model folder or a hub id (e.g. Qwen/Qwen2.5-7B-Instruct); empty = the preset's "
+                        "target"),
+    "ctl.draft": ("草稿模型", "Draft model"),
+    "ctl.draft_info": ("供 draft 方法使用，必须与目标模型同一分词器（如 Qwen/Qwen2.5-0.5B-Instruct）；留空 = 预设的草稿模型",
+                       "used by the draft drafter; it must share the target's tokenizer (e.g. "
+                       "Qwen/Qwen2.5-0.5B-Instruct); empty = the preset's draft"),
+    "ctl.remote_code_off": ("模型自带的代码不会运行（启动时加 --trust-remote-code 才允许）",
+                            "model code shipped with a model does not run (start the app with --trust-remote-code "
+                            "to allow it)"),
+    "ctl.remote_code_on": ("⚠️ 本服务器以 --trust-remote-code 启动：模型自带的代码会运行",
+                           "⚠️ this server was started with --trust-remote-code: code shipped with a model runs"),
     "ctl.temperature": ("温度", "Temperature"),
     "ctl.temperature_info": ("0 = 贪心；大于 0 时按推测采样规则接受", "0 = greedy; above 0 the speculative "
                              "sampling rule decides"),
@@ -387,6 +401,13 @@ TEXT: dict[str, tuple[str, str]] = {
     "err.choice": ("{name} 不能是 {value!r}，可选：{options}", "{name} cannot be {value!r}; choose one of {options}"),
     "err.shapes": ("看不懂草稿形状 {value!r}：写成如 “4, 2x3”", "cannot read the draft shapes {value!r}: write e.g. "
                    "“4, 2x3”"),
+    "err.own_models_off": ("这个服务器不允许自带模型（{name}）：只能用预设；本机启动时默认允许，对外开放时需加 "
+                           "--allow-own-models", "this server does not take your own models ({name}): use a preset; "
+                           "it is allowed by default on 127.0.0.1, elsewhere only with --allow-own-models"),
+    "err.model_ref": ("{name} {value!r} 既不是本地模型文件夹，也不是 Hub ID（写成 组织/名称）",
+                      "{name} {value!r} is neither a local model folder nor a hub id (write org/name)"),
+    "err.model_folder": ("{name} 文件夹 {value!r} 里没有 config.json，不是 transformers 模型文件夹",
+                         "{name} folder {value!r} has no config.json: it is not a transformers model folder"),
     "err.no_drafters": ("至少选择一种草稿方法", "choose at least one drafter"),
     "err.too_many_runs": ("一次比较最多 {limit} 次运行（现在是 {n} 次）", "a comparison runs at most {limit} runs "
                           "(this one has {n})"),

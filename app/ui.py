@@ -9,6 +9,7 @@ import gradio as gr
 from core import gemma
 from core.models import PRESETS, resolve_preset
 
+from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
@@ -29,8 +30,9 @@ def preset_choices(default_preset: str) -> list[str]:
     return names
 
 
-def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG) -> gr.Blocks:
-    """Build the Blocks app; nothing is loaded until a run asks for a model."""
+def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: ModelPolicy = ModelPolicy()) -> gr.Blocks:
+    """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
+    visitors may name their own target / draft models, and whether model code may run."""
     presets = preset_choices(default_preset)
     drafter = "draft" if resolve_preset(default_preset).draft else "ngram"  # a bare model folder has no draft
     if default_preset == "gemma-270m":
@@ -44,9 +46,10 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG) -> gr.Bloc
                                   container=False, scale=0, min_width=200)
         with gr.Tabs() as tabs:
             with labels(gr.Tab(t("tab.step", lang), id="step", elem_id="tab-step"), label="tab.step"):
-                step_view = stepper.build(labels, state, lang_radio, presets, default_preset, drafter)
+                step_view = stepper.build(labels, state, lang_radio, presets, default_preset, drafter,
+                                          policy)
             with labels(gr.Tab(t("tab.compare", lang), id="compare", elem_id="tab-compare"), label="tab.compare"):
-                compare_view = compare.build(labels, state, lang_radio, presets, default_preset)
+                compare_view = compare.build(labels, state, lang_radio, presets, default_preset, policy)
             with labels(gr.Tab(t("tab.classroom", lang), id="classroom", elem_id="tab-classroom"),
                         label="tab.classroom"):
                 class_view = classroom.build(labels, state, lang_radio, presets, default_preset)

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from app_server import TINY_MISSING, TINY_READY, running_app
+from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
 
 STEP_ARGS = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
-                 max_new_tokens=16, eagle_nodes=16)
+                 max_new_tokens=16, eagle_nodes=16, target="", draft="")
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,8 @@ def test_a_value_outside_a_list_is_refused_with_a_message(url):
 
 def test_compare_reports_every_drafter_against_the_same_baseline(url):
     status, table, plot = client(url).predict("en", "It is a truth universally acknowledged", "tiny",
-                                              ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, api_name="/compare")
+                                              ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, "", "",
+                                              api_name="/compare")
     assert "Done: 4 runs" in status
     rows = table["data"]
     assert [row[0] for row in rows] == ["none", "draft-xs · k=3", "ngram · k=3", "eagle3 · k=3"]
@@ -86,6 +87,32 @@ def test_compare_reports_every_drafter_against_the_same_baseline(url):
     assert rows[0][7] == "1.00×" and all(row[7].endswith("×") for row in rows)
     assert [row[8] for row in rows[1:]] == ["✓", "✓", "✓"]  # greedy: every drafter matches the baseline
     assert len(json.loads(plot["plot"])["data"]) == 8
+
+
+def test_own_target_and_draft_by_folder(url):
+    """The target / draft fields replace the preset's models: here tiny's small draft-xs decodes as
+    the target, drafted for by the draft folder; the trace names both."""
+    from core import read_trace
+
+    c = client(url)
+    target, draft = ROOT / "assets" / "tiny" / "draft", ROOT / "assets" / "tiny" / "draft-xs"
+    assert "1/16 tokens" in step(c, target=str(target), draft=str(draft))["status"]
+    download = c.predict("en", api_name="/stop")[2]
+    header = read_trace(download["value"]).header
+    assert (header["target"], header["draft"]) == (str(target), str(draft))
+    status, table, _ = c.predict("en", "It is a truth", "tiny", ["draft", "ngram"], "3", 0, 0, 8, str(target), "",
+                                 api_name="/compare")
+    assert "Done: 3 runs" in status and [row[8] for row in table["data"][1:]] == ["✓", "✓"]
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(draft=str(ROOT / "assets" / "gemma-270m" / "draft")), "the draft's tokenizer differs from the target's"),
+    (dict(target="not a model"), "is neither a local model folder nor a hub id"),
+    (dict(target=str(ROOT / "assets")), "has no config.json"),
+])
+def test_own_models_are_checked(url, changes, message):
+    status = client(url).predict("en", *{**STEP_ARGS, **changes}.values(), api_name="/step")[0]
+    assert "Error" in status and message in status
 
 
 def test_worth_it_and_replay_and_language(url):

@@ -12,7 +12,7 @@ from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_fig
 from app.i18n import TEXT
 from app.render import step_sentence, summary_markdown, text_html
 from app.series import run_series
-from app_server import TINY_MISSING, TINY_READY
+from app_server import ROOT, TINY_MISSING, TINY_READY
 from core import UserError, generate, read_trace
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
@@ -198,6 +198,8 @@ def test_stopping_a_run_returns_its_kv_blocks():
     ("preset", "../../etc", "cannot be"),
     ("drafter", "magic", "cannot be"),
     ("eagle_nodes", 500, "EAGLE nodes N must be a number from 1 to 128"),
+    ("target", "a/b/c", "Target model 'a/b/c' is neither a local model folder nor a hub id"),
+    ("draft", str(ROOT / "assets"), "has no config.json: it is not a transformers model folder"),
 ])
 def test_controls_refuse_bad_values_with_a_message(field, value, message):
     from app.controls import run_request
@@ -207,6 +209,24 @@ def test_controls_refuse_bad_values_with_a_message(field, value, message):
     values[field] = value
     with pytest.raises(UserError, match=re.escape(message)):
         run_request("en", ["tiny"], **values)
+
+
+def test_own_models_follow_the_server_policy():
+    from app.controls import ModelPolicy, run_request
+
+    values = dict(prompt="hi", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0, max_new_tokens=8)
+    request = run_request("en", ["tiny"], **values, target="  Qwen/Qwen2.5-7B ", draft="")
+    assert (request.target, request.draft, request.trust_remote_code) == ("Qwen/Qwen2.5-7B", None, False)
+    assert run_request("en", ["tiny"], **values, target="a/b", policy=ModelPolicy(trust_remote_code=True)
+                       ).trust_remote_code
+    assert run_request("en", ["tiny"], **values, policy=ModelPolicy(own_models=False)).target is None  # presets work
+    with pytest.raises(UserError, match="does not take your own models"):
+        run_request("en", ["tiny"], **values, target="a/b", policy=ModelPolicy(own_models=False))
+    assert ModelPolicy.for_server("127.0.0.1").own_models and ModelPolicy.for_server("::1").own_models
+    assert not ModelPolicy.for_server("0.0.0.0").own_models
+    assert ModelPolicy.for_server("0.0.0.0", allow_own_models=True).own_models
+    assert not ModelPolicy.for_server("127.0.0.1", no_own_models=True).own_models
+    assert not ModelPolicy.for_server("127.0.0.1").trust_remote_code
 
 
 def test_compare_requests_put_the_baseline_first():

@@ -8,12 +8,13 @@ import gradio as gr
 import pandas as pd
 
 from core import UserError
-from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, RunRequest, compare_requests
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, RunRequest, compare_requests
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
 from ..session import CompareRow, Session, ensure, measured_point
+from .own_models import own_model_fields
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
 COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
@@ -71,7 +72,8 @@ def _run_one(session: Session, request: RunRequest):
     return decoder.result
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> CompareView:
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
+          policy: ModelPolicy) -> CompareView:
     with gr.Row():
         prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, scale=3,
                                    elem_id="cmp-prompt"), label="ctl.prompt")
@@ -89,6 +91,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         seed = labels(gr.Number(0, label=labels.text("ctl.seed")), label="ctl.seed")
         max_new = labels(gr.Number(48, label=labels.text("ctl.max_new_tokens"), elem_id="cmp-max-new"),
                          label="ctl.max_new_tokens")
+    own_target, own_draft = own_model_fields(labels, "cmp", policy)
     with gr.Row():
         run_btn = labels(gr.Button(labels.text("btn.compare"), variant="primary", elem_id="cmp-run"),
                          value="btn.compare")
@@ -102,7 +105,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_compare(lang_value, session, *values):
         session = ensure(session)
-        requests = compare_requests(lang_value, presets, *values)
+        requests = compare_requests(lang_value, presets, *values, policy=policy)
         session.compare_stop = False
         session.compare_rows = []
         skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
@@ -137,7 +140,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return {state: session}
 
     outputs = [state, status, result_table, plot]
-    run_btn.click(on_compare, [lang, state, prompt, preset, drafters, shapes, temperature, seed, max_new], outputs,
+    run_btn.click(on_compare, [lang, state, prompt, preset, drafters, shapes, temperature, seed, max_new, own_target,
+                               own_draft], outputs,
                   api_name="compare", concurrency_limit=2)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
     return view

@@ -8,12 +8,13 @@ import gradio as gr
 
 from core.api import DRAFTER_NAMES
 
-from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, run_request
+from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, ModelPolicy, run_request
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
 from ..render import summary_markdown
 from ..session import Run, Session, ensure, measured_point
+from .own_models import own_model_fields
 from .panels import StepPanels, step_panels
 
 PLAY_DELAY_S = 0.4
@@ -61,7 +62,7 @@ def button(labels: Labels, key: str, elem_id: str, variant: str = "secondary") -
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          default_drafter: str) -> StepperView:
+          default_drafter: str, policy: ModelPolicy) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, elem_id="step-prompt"),
@@ -85,6 +86,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
                 seed = labels(gr.Number(0, label=labels.text("ctl.seed")), label="ctl.seed")
                 max_new = labels(gr.Number(48, label=labels.text("ctl.max_new_tokens"), elem_id="step-max-new"),
                                  label="ctl.max_new_tokens")
+            own_target, own_draft = own_model_fields(labels, "step", policy)
             with gr.Row():
                 step_btn = button(labels, "btn.step", "step-btn", variant="primary")
                 play_btn = button(labels, "btn.play", "play-btn")
@@ -100,7 +102,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             panels = step_panels(labels, "step")
 
     view = StepperView(panels, status, summary, download)
-    controls = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes]
+    controls = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft]
     outputs = [state, status, summary, download] + panels.outputs
 
     def advance(session: Session, lang_value: str) -> dict:
@@ -115,7 +117,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return out
 
     def start(session: Session, lang_value: str, values: tuple):
-        request = run_request(lang_value, presets, *values)
+        request = run_request(lang_value, presets, *values, policy=policy)
         if session.run is not None:
             session.run.stop()
         yield {state: session, status: t("run.loading", lang_value)}
