@@ -157,3 +157,11 @@ def test_training_is_reproducible_from_seed():
     assert all(torch.equal(first[name], second[name]) for name in first)
     other = _train_tiny(texts, seed=1)
     assert not all(torch.equal(first[name], other[name]) for name in first)
+
+
+def test_source_weights_split_each_language_share_by_size():
+    streams = {"tang300": torch.zeros(100), "austen": torch.zeros(300), "kjv": torch.zeros(100)}
+    default = source_weights(streams)
+    assert default["tang300"] == pytest.approx(0.1) and default["austen"] == pytest.approx(0.9 * 3 / 4)
+    half = source_weights(streams, zh_share=0.5)  # the Gemma drafters' data: half Chinese
+    assert half == pytest.approx({"tang300": 0.5, "austen": 0.375, "kjv": 0.125})

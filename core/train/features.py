@@ -36,6 +36,7 @@ class DataSettings:
     sampled_share: float = 0.375  # sampled continuations; the rest are greedy continuations
     sample_temperature: float = 1.0
     seed: int = 0
+    zh_share: float | None = None  # share of Chinese windows and prompts (None: the corpus default)
 
 
 @dataclass
@@ -60,7 +61,8 @@ class DrafterData:
 
 
 def cache_file(model, settings: DataSettings, part: str, cache_dir: Path | None) -> Path:
-    key = json.dumps({"target": target_fingerprint(model), "part": part, **asdict(settings)}, sort_keys=True)
+    fields = {k: v for k, v in asdict(settings).items() if v is not None}  # unset options keep older keys
+    key = json.dumps({"target": target_fingerprint(model), "part": part, **fields}, sort_keys=True)
     root = (cache_dir or default_cache_dir().parent) / "drafter-data"  # next to the corpus cache
     return root / f"{part}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
 
@@ -88,7 +90,7 @@ def make_sequences(target, documents: dict[str, list[str]], settings: DataSettin
     s = settings
     generator = torch.Generator().manual_seed(s.seed)
     streams = token_streams(documents, target.tokenizer)
-    windows = next(random_batches(streams, source_weights(streams), s.sequences, s.seq_len - 1, generator))
+    windows = next(random_batches(streams, source_weights(streams, s.zh_share), s.sequences, s.seq_len - 1, generator))
     n_corpus = round(s.sequences * s.corpus_share)
     n_sampled = round(s.sequences * s.sampled_share)
     parts = [windows[:n_corpus]]

@@ -1,6 +1,6 @@
 """Train the small ``draft`` model of ``gemma-270m``: a 2-layer Llama over 4,096 of Gemma's tokens.
 
-    python -m core.train.gemma_draft [--threads 1] [--steps 400] [--distill-steps 200]
+    python -m core.train.gemma_draft [--threads 1] [--steps 400] [--distill-steps 600]
 
 No smaller model with Gemma's tokenizer is to be had offline, and a small LM that kept Gemma's
 262,144-row embedding would be mostly embedding (and as slow to draft with as its LM head). So
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=400, help="phase 1 (corpus) steps")
-    parser.add_argument("--distill-steps", type=int, default=200, help="phase 2 (Gemma's continuations) steps")
+    parser.add_argument("--distill-steps", type=int, default=600, help="phase 2 (Gemma's continuations) steps")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
     generator = torch.Generator().manual_seed(args.seed)
-    batches = random_batches(mapped, source_weights(streams), args.batch, args.seq_len, generator)
+    batches = random_batches(mapped, source_weights(streams, TRAIN_DATA.zh_share), args.batch, args.seq_len, generator)
     model.train()
     train_start = time.perf_counter()
     for step in range(total):

@@ -154,12 +154,14 @@ def token_streams(documents: dict[str, list[str]], tokenizer) -> dict[str, torch
     return streams
 
 
-def source_weights(streams: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Sampling weight per source: ``LANGUAGE_SHARE`` split by size within a language."""
+def source_weights(streams: dict[str, torch.Tensor], zh_share: float | None = None) -> dict[str, float]:
+    """Sampling weight per source: the language's share (``LANGUAGE_SHARE``, or ``zh_share`` for
+    Chinese and the rest for English) split by size within the language."""
+    shares = LANGUAGE_SHARE if zh_share is None else {"zh": zh_share, "en": 1.0 - zh_share}
     language = {source.name: source.language for source in SOURCES}
     sizes = {name: len(ids) for name, ids in streams.items()}
-    total = {lang: sum(n for name, n in sizes.items() if language[name] == lang) for lang in LANGUAGE_SHARE}
-    return {name: LANGUAGE_SHARE[language[name]] * n / total[language[name]] for name, n in sizes.items()}
+    total = {lang: sum(n for name, n in sizes.items() if language[name] == lang) for lang in shares}
+    return {name: shares[language[name]] * n / total[language[name]] for name, n in sizes.items()}
 
 
 def random_batches(
