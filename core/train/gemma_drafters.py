@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 
 from ..drafters.learned import save_folder, target_fingerprint
 from . import eagle, medusa
-from .features import DataSettings, load_or_build
+from .features import DataSettings, DrafterData, load_or_build
 from .tiny import TrainConfig
 
 # Half the windows and prompts Chinese (the corpus default is 10%): the 我爱中国 lesson and half the
@@ -51,11 +51,19 @@ def to_bfloat16(folder: Path) -> None:
     save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, str(path))
 
 
+def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
+    """A seeded random ``fraction`` of the sequences of ``data``."""
+    keep = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[: max(1, round(len(data) * fraction))]
+    print(f"[data] training on {len(keep)} of {len(data)} sequences", file=sys.stderr, flush=True)
+    return DrafterData(data.tokens[keep], data.hidden[keep], data.top_ids[keep], data.top_probs[keep])
+
+
 def record(args, name: str, options: dict, seconds: float) -> dict:
     return {
         "command": "python -m core.train.gemma_drafters " + " ".join(sys.argv[1:]),
         "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
-        "data": {"train": asdict(TRAIN_DATA), "heldout": asdict(HELDOUT_DATA)}, "stored_dtype": "bfloat16",
+        "data": {"train": asdict(TRAIN_DATA), "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
+        "stored_dtype": "bfloat16",
     }
 
 
@@ -122,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eagle-steps", type=int, default=1200)
     parser.add_argument("--medusa-steps", type=int, default=600)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--data-fraction", type=float, default=1.0,
+                        help="train on this seeded random share of the training sequences (a data-scaling ablation)")
     args = parser.parse_args(argv)
+    if not 0 < args.data_fraction <= 1:
+        parser.error("--data-fraction must be in (0, 1]")
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -130,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     corpus = build_corpus()
     data = load_or_build(target, corpus, TRAIN_DATA, "train")
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
+    if args.data_fraction < 1:
+        data = subset(data, args.data_fraction, args.seed)
     for name in filter(None, args.only.split(",")):
         if name in ("eagle", "eagle3"):
             train_eagle(name, target, data, heldout, args.out, args)
