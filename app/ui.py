@@ -36,7 +36,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
     presets = preset_choices(default_preset)
     drafter = "draft" if resolve_preset(default_preset).draft else "ngram"  # a bare model folder has no draft
     if default_preset == "gemma-270m":
-        drafter = "eagle3"  # Gemma's strongest drafter here (docs/gemma.md)
+        drafter = "eagle3"  # a learned drafter with a dynamic tree to watch (numbers: docs/gemma.md)
     labels = Labels(lang)
     with gr.Blocks(title=t("app.title", lang)) as demo:
         state = gr.State(None, delete_callback=close_session)
