@@ -12,7 +12,7 @@ from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_fig
 from app.i18n import TEXT
 from app.render import step_sentence, summary_markdown, text_html
 from app.series import run_series
-from app_server import ROOT, TINY_MISSING, TINY_READY
+from app_server import TINY_MISSING, TINY_READY
 from core import UserError, generate, read_trace
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)

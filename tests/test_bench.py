@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core.__main__ import main
-from core.bench import BenchConfig, markdown_table, run_bench, write_outputs
+from core.bench import BenchConfig, run_bench, write_outputs
 from core.errors import UserError
 from core.sweep import crossover, parse_batch_sizes
 

@@ -208,6 +208,16 @@ def test_unroll_mask_is_causal_then_diagonal():
     assert allowed[:, 6:].tolist() == torch.eye(3, dtype=torch.bool).tolist()
 
 
+def test_decode_anchors_follow_a_greedy_decode():
+    from core.train.eagle import decode_anchors
+
+    hits = torch.tensor([[[1, 1, 0], [0, 0, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0]],
+                         [[0, 0, 0], [1, 0, 0], [0, 0, 0], [1, 1, 0], [1, 0, 0]]], dtype=torch.bool)
+    # row 0 drafts at 0 (2 accepted + the target's token), then at 3; row 1 at 0, 1, 3
+    expected = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0], [1, 0, 0], [1, 1, 0]]).float().mean(0)
+    assert torch.equal(decode_anchors(hits), expected)
+
+
 def test_training_unroll_equals_drafting_with_the_paged_cache():
     """Step j of the training unroll at anchor t is exactly what drafting depth j computes at inference."""
     torch.manual_seed(0)

@@ -178,13 +178,10 @@ def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, st
 
 
 @torch.inference_mode()
-def chain_accuracy(net: FeatureDrafterNet, data: DrafterData, prompt_len: int, depth: int = EVAL_DEPTH) -> dict:
-    """Greedy chain drafting replayed on held-out greedy text, for every anchor after the prompt.
-
-    ``accepted[j]``: share of anchors whose chain is right up to depth j+1 (what greedy
-    verification of a depth-``depth`` chain would accept); ``conditional[j]``: the same given
-    depth j was right -- flat when errors do not build up, falling when they do.
-    """
+def chain_hits(net: FeatureDrafterNet, data: DrafterData, prompt_len: int, depth: int = EVAL_DEPTH) -> torch.Tensor:
+    """[N, anchors, depth] bool: greedy chain drafting replayed on greedy text ``data`` from every
+    anchor after the prompt; entry j is True when the chain is right up to depth j+1 (what greedy
+    verification of a depth-``depth`` chain would accept)."""
     rows = torch.arange(len(data))
     features = net.fuse_target(data.layers(net.config.target_layers, rows))
     outputs = unroll(net, features, data.tokens, depth)
@@ -193,10 +190,30 @@ def chain_accuracy(net: FeatureDrafterNet, data: DrafterData, prompt_len: int, d
     correct = torch.stack([
         net.target_logits(out[:, anchors]).argmax(-1) == data.greedy[:, anchors + step]
         for step, out in enumerate(outputs, start=1)
-    ], dim=-1)  # [N, anchors, depth]
-    accepted = correct.long().cumprod(-1).float().mean(dim=(0, 1))
+    ], dim=-1)
+    return correct.long().cumprod(-1).bool()
+
+
+def chain_accuracy(net: FeatureDrafterNet, data: DrafterData, prompt_len: int, depth: int = EVAL_DEPTH) -> dict:
+    """``accepted[j]``: share of anchors of :func:`chain_hits` accepted up to depth j+1;
+    ``conditional[j]``: the same given depth j was -- flat when errors do not build up, falling when they do.
+    """
+    accepted = chain_hits(net, data, prompt_len, depth).float().mean(dim=(0, 1))
     conditional = accepted / torch.cat([torch.ones(1), accepted[:-1]])
     return {"accepted": [round(float(a), 4) for a in accepted], "conditional": [round(float(c), 4) for c in conditional]}
+
+
+def decode_anchors(hits: torch.Tensor) -> torch.Tensor:
+    """[depth]: the acceptance of :func:`chain_hits` counted only at the anchors a greedy decode
+    drafts from -- the first, then each one after the accepted tokens and the target's own token
+    (a decode never drafts from right after a hit, so it sees the harder positions more often)."""
+    taken = []
+    for row in hits:
+        anchor = 0
+        while anchor < len(row):
+            taken.append(row[anchor])
+            anchor += int(row[anchor].sum()) + 1
+    return torch.stack(taken).float().mean(0)
 
 
 # ---- command line ----------------------------------------------------------------------------
