@@ -122,8 +122,10 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
 
     frame_outputs = [state, status, frame_label, caption, figure]
     live_outputs = [state, status, ledger] + panels.outputs
-    prev_btn.click(frame_mover(-1), [lang, state], frame_outputs, api_name="lesson_prev")
-    next_btn.click(frame_mover(1), [lang, state], frame_outputs, api_name="lesson_next")
+    # frame moves are instant: queue every click (gradio's default drops clicks while one is pending,
+    # so a quick second "next" on a busy server would be lost)
+    prev_btn.click(frame_mover(-1), [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
+    next_btn.click(frame_mover(1), [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
     step_btn.click(on_step, [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
     run_btn.click(on_run, [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
     reset_btn.click(on_reset, [lang, state], live_outputs, api_name="lesson_reset")
