@@ -1,7 +1,7 @@
 """EAGLE drafters of ``gemma-270m`` replayed on Gemma's text: what they fit, what carries over,
 and what a decode sees.
 
-    python -m core.train.gemma_replay [--extra DIR ...] [--threads 2]
+    python -m core.train.gemma_replay [--engine] [--extra DIR ...] [--threads 2]
 
 For ``eagle`` and ``eagle3`` next to Gemma (assets/gemma-270m), and any ``--extra`` folder of
 either kind, greedy chains of depth 6 are replayed (``core.train.eagle.chain_hits``) on:
@@ -9,7 +9,9 @@ either kind, greedy chains of depth 6 are replayed (``core.train.eagle.chain_hit
 * ``train``: 64 of the Gemma greedy continuations the drafters were trained on;
 * ``held-out``: the held-out check data of ``core.train.gemma_drafters``, from every position;
 * ``decode anchors``: the same held-out text, counted only at the positions a greedy decode
-  drafts from (``decode_anchors``): the start, then right after each step's last token.
+  drafts from (``decode_anchors``): the start, then right after each step's last token;
+* with ``--engine``, ``engine``: the engine itself decoding the held-out prompts greedily (the
+  same text, since decoding is lossless) with a chain of 6 -- per-position acceptance of its steps.
 
 Each line is the share accepted up to depth 1..6. Needs the cached drafter data (the first
 ``python -m core.train.gemma_drafters`` run builds it).
@@ -36,6 +38,18 @@ def greedy_sample(data: DrafterData, rows: int = 64) -> DrafterData:
                        data.top_probs[keep, :length])
 
 
+def engine_acceptance(target, drafter_class, folder: Path, data: DrafterData) -> list[float]:
+    """Per-position acceptance of the engine decoding ``data``'s prompts greedily (chain of 6)."""
+    from ..drafters.base import DraftShape
+    from . import heldout
+
+    prompts = [row[: HELDOUT_DATA.prompt_len].tolist() for row in data.tokens]
+    new_tokens = HELDOUT_DATA.seq_len - HELDOUT_DATA.prompt_len
+    numbers = heldout.evaluate(target, lambda: drafter_class(DraftShape(1, EVAL_DEPTH), target=target,
+                                                             weights=str(folder)), prompts, folder.name, new_tokens)
+    return numbers.per_position
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..drafters.base import DraftShape
     from ..drafters.eagle import Eagle3Drafter, EagleDrafter
@@ -45,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--extra", nargs="*", default=[], help="more eagle/eagle3 folders to replay")
+    parser.add_argument("--engine", action="store_true", help="also decode the held-out prompts with the engine")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -63,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             lines = {name: hits.float().mean(dim=(0, 1))}
             if name == "held-out":
                 lines["decode anchors"] = decode_anchors(hits)
+                if args.engine:
+                    lines["engine"] = engine_acceptance(target, classes[kind], folder, data)
             for label, shares in lines.items():
                 print(f"{folder.name:>8} ({kind}) {label:>14}: " + " ".join(f"{float(x):.3f}" for x in shares),
                       flush=True)
