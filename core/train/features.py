@@ -54,6 +54,12 @@ class DrafterData:
         """Float32 hidden states at transformers' ``hidden_states`` ``indices`` (1..L) for ``rows``."""
         return [self.hidden[rows, :, i - 1].float() for i in indices]
 
+    def take(self, rows, length: int | None = None) -> "DrafterData":
+        """The sequences ``rows`` (an index or a slice), cut to their first ``length`` positions."""
+        cut = slice(None, length)
+        return DrafterData(self.tokens[rows, cut], self.hidden[rows, cut], self.top_ids[rows, cut],
+                           self.top_probs[rows, cut])
+
     @property
     def greedy(self) -> torch.Tensor:
         """[N, T] the target's greedy token after each position."""

@@ -55,7 +55,7 @@ def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
     """A seeded random ``fraction`` of the sequences of ``data``."""
     keep = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[: max(1, round(len(data) * fraction))]
     print(f"[data] training on {len(keep)} of {len(data)} sequences", file=sys.stderr, flush=True)
-    return DrafterData(data.tokens[keep], data.hidden[keep], data.top_ids[keep], data.top_probs[keep])
+    return data.take(keep)
 
 
 def record(args, name: str, options: dict, seconds: float) -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .eagle import EVAL_DEPTH, chain_hits, decode_anchors
+from .eagle import DRAFTERS, EVAL_DEPTH, chain_hits, decode_anchors
 from .features import DrafterData, load_or_build
 from .gemma_drafters import HELDOUT_DATA, TRAIN_DATA
 
@@ -33,9 +33,7 @@ from .gemma_drafters import HELDOUT_DATA, TRAIN_DATA
 def greedy_sample(data: DrafterData, rows: int = 64) -> DrafterData:
     """``rows`` of the training data's greedy continuations, cut to the held-out length."""
     first = round(TRAIN_DATA.sequences * TRAIN_DATA.corpus_share)  # corpus windows come first, then greedy text
-    keep, length = slice(first, first + rows), HELDOUT_DATA.seq_len
-    return DrafterData(data.tokens[keep, :length], data.hidden[keep, :length], data.top_ids[keep, :length],
-                       data.top_probs[keep, :length])
+    return data.take(slice(first, first + rows), HELDOUT_DATA.seq_len)
 
 
 def engine_acceptance(target, drafter_class, folder: Path, data: DrafterData) -> list[float]:
@@ -52,8 +50,7 @@ def engine_acceptance(target, drafter_class, folder: Path, data: DrafterData) ->
 
 def main(argv: list[str] | None = None) -> int:
     from ..drafters.base import DraftShape
-    from ..drafters.eagle import Eagle3Drafter, EagleDrafter
-    from ..models import PRESETS, load_model, resolve_preset
+    from ..models import drafter_home, load_model, resolve_preset
     from .corpus import build_corpus
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_replay", description=__doc__,
@@ -68,18 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     corpus = build_corpus()
     texts = {"train": greedy_sample(load_or_build(target, corpus, TRAIN_DATA, "train")),
              "held-out": load_or_build(target, corpus, HELDOUT_DATA, "heldout")}
-    home = Path(PRESETS["gemma-270m"].drafters)
-    classes = {"eagle": EagleDrafter, "eagle3": Eagle3Drafter}
+    home = drafter_home(target.path)
     for folder in [home / "eagle", home / "eagle3", *map(Path, args.extra)]:
         kind = json.loads((folder / "config.json").read_text(encoding="utf-8"))["kind"]
-        net = classes[kind](DraftShape(1, EVAL_DEPTH), target=target, weights=str(folder)).net.float()
+        net = DRAFTERS[kind](DraftShape(1, EVAL_DEPTH), target=target, weights=str(folder)).net.float()
         for name, data in texts.items():
             hits = chain_hits(net, data, HELDOUT_DATA.prompt_len)
             lines = {name: hits.float().mean(dim=(0, 1))}
             if name == "held-out":
                 lines["decode anchors"] = decode_anchors(hits)
                 if args.engine:
-                    lines["engine"] = engine_acceptance(target, classes[kind], folder, data)
+                    lines["engine"] = engine_acceptance(target, DRAFTERS[kind], folder, data)
             for label, shares in lines.items():
                 print(f"{folder.name:>8} ({kind}) {label:>14}: " + " ".join(f"{float(x):.3f}" for x in shares),
                       flush=True)
