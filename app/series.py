@@ -1,14 +1,13 @@
 """The numbers the live plots draw, read off a run's StepRecords.
 
-Running values use the engine's own definitions, so after the last step they equal the
-RunResult: acceptance = drafted tokens accepted / drafted tokens proposed; tokens per target
-forward = new tokens / target forwards; per-position acceptance = share of drafting steps whose
-draft position i was accepted.
+Running values are ``core.metrics``, the engine's own definitions, so after the last step they
+equal the RunResult.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.metrics import per_position_acceptance, running
 from core.records import StepRecord
 
 
@@ -23,32 +22,15 @@ class RunSeries:
 
 
 def run_series(records: list[StepRecord]) -> RunSeries:
-    step_acceptance, running_acceptance = [], []
-    proposed = accepted = drafting_steps = 0
-    accepted_at: list[int] = []
-    for r in records:
-        drafted = len(r.nodes)
-        step_acceptance.append(r.accepted_length / drafted if drafted else None)
-        if drafted:
-            proposed += drafted
-            accepted += r.accepted_length
-            drafting_steps += 1
-            depth = max(n.depth for n in r.nodes)
-            accepted_at += [0] * (depth - len(accepted_at))
-            for i in range(r.accepted_length):
-                accepted_at[i] += 1
-        running_acceptance.append(accepted / proposed if proposed else None)
+    running_acceptance, running_tokens = [], []
+    for totals in running(records):
+        running_acceptance.append(totals.acceptance_rate if totals.draft_tokens else None)
+        running_tokens.append(totals.tau)
     return RunSeries(
         steps=[r.step + 1 for r in records],
-        step_acceptance=step_acceptance,
+        step_acceptance=[r.accepted_length / len(r.nodes) if r.nodes else None for r in records],
         running_acceptance=running_acceptance,
         step_tokens=[len(r.emitted) for r in records],
-        running_tokens_per_forward=[r.new_tokens_total / r.target_forwards_total for r in records],
-        per_position_acceptance=[n / drafting_steps for n in accepted_at],
+        running_tokens_per_forward=running_tokens,
+        per_position_acceptance=per_position_acceptance(records),
     )
-
-
-def draft_and_verify_seconds(records: list[StepRecord]) -> tuple[float, float]:
-    """Total drafting and verifying time over the steps that drafted something."""
-    drafting = [r for r in records if r.nodes]
-    return sum(r.draft_s for r in drafting), sum(r.verify_s for r in drafting)

@@ -9,12 +9,12 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.metrics import tally
 from core.records import RunResult, StepRecord, Trace, write_trace
 from core.theory import draft_cost_ratio
 
 from .controls import RunRequest
 from .figures import MeasuredPoint
-from .series import draft_and_verify_seconds
 
 
 class Run:
@@ -71,9 +71,9 @@ class Run:
 def measured_point(label: str, result: RunResult, speedup: float | None = None) -> MeasuredPoint:
     """Reduce a finished run to the expected-speedup model's terms, all from the run's records."""
     k = int(result.settings["k"])
-    draft_s, verify_s = draft_and_verify_seconds(result.steps)
+    totals = tally(result.steps)
     return MeasuredPoint(
-        label=label, alpha=result.acceptance_rate, k=k, c=draft_cost_ratio(draft_s, verify_s, k),
+        label=label, alpha=result.acceptance_rate, k=k, c=draft_cost_ratio(totals.draft_s, totals.verify_s, k),
         tokens_per_verify=result.mean_accepted_tokens, speedup=speedup,
     )
 

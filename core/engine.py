@@ -18,6 +18,7 @@ from .drafters.base import Drafter, ProposeContext
 from .forward import chain_parents, forward_segment
 from .kv_cache import CommitStats, PagedKVCache, RequestKV
 from .models import LoadedModel
+from .metrics import Tallies
 from .records import KVStepRecord, NodeRecord, RunResult, StepRecord, TokenRecord
 from .tree import DraftTree, with_root
 
@@ -71,19 +72,24 @@ class Proposal:
 
 
 @dataclass
-class _Tally:
-    """Running totals of one run."""
+class _RunState:
+    """What one run has produced so far."""
 
     tokens: list[int]  # prompt + output so far
     start: float  # perf_counter() at the start
     new_tokens: list[int] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
-    proposed: int = 0
-    accepted: int = 0
-    forwards: int = 0
-    drafted_steps: int = 0
-    accepted_at: list[int] = field(default_factory=list)  # [i]: steps whose draft position i+1 was accepted
+    totals: Tallies = field(default_factory=Tallies)  # core.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
+
+
+@dataclass(frozen=True)
+class _Emitted:
+    """The tokens a step adds to the output: accepted nodes then the correction/bonus, cut at EOS
+    and at the token budget."""
+
+    tokens: list[int]
+    kinds: list[str]  # "accepted" | "correction" | "bonus" | "target", per token
 
 
 class SpeculativeDecoder:
@@ -104,7 +110,7 @@ class SpeculativeDecoder:
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
         self.result: RunResult | None = None
         self.kv: RequestKV | None = None
-        self.tally: _Tally | None = None
+        self.tally: _RunState | None = None
 
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
@@ -193,7 +199,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.text = TextTracker(self.target.tokenizer)
-        self.tally = _Tally(tokens=list(prompt_ids), start=perf_counter())
+        self.tally = _RunState(tokens=list(prompt_ids), start=perf_counter())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -209,41 +215,43 @@ class SpeculativeDecoder:
 
     def finish_step(self, proposal: Proposal, target_probs: torch.Tensor, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
-        """accept -> commit, then the step's tokens (cut at EOS and the budget), the tallies and its StepRecord."""
-        s, run, tree = self.settings, self.tally, proposal.tree
-        eos = self.target.eos_ids
+        """accept -> commit -> emit -> tally -> stop rules -> record."""
+        run, tree = self.tally, proposal.tree
         acceptance = self.accept(tree, target_probs, self.generator)
         commit = self.commit(proposal.root, tree, acceptance, hidden)
-
-        remaining = s.max_new_tokens - len(run.new_tokens)
-        emitted = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
-        kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
-        cut = min(remaining, next((i + 1 for i, t in enumerate(emitted) if t in eos), len(emitted)))
-        emitted, kinds = emitted[:cut], kinds[:cut]
-        step = run.forwards
-        run.forwards += 1
-        if len(tree):
-            run.drafted_steps += 1
-            run.proposed += len(tree)
-            run.accepted += len(acceptance.accepted)
-            run.accepted_at += [0] * (max(tree.depths) - len(run.accepted_at))
-            for i in range(len(acceptance.accepted)):
-                run.accepted_at[i] += 1
-        run.tokens += emitted
-        run.new_tokens += emitted
-        if emitted[-1] in eos:
-            run.stop_reason = "eos"
-        elif len(run.new_tokens) >= s.max_new_tokens:
-            run.stop_reason = "max_new_tokens"
-        if not s.record:
+        emitted = self.emit(tree, acceptance)
+        step = run.totals.steps
+        run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
+                            emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
+        run.tokens += emitted.tokens
+        run.new_tokens += emitted.tokens
+        run.stop_reason = self.stop_reason(emitted.tokens)
+        if not self.settings.record:
             return None
         outcome = _StepOutcome(
-            step, proposal.root, tree, target_probs, acceptance, emitted, kinds, commit,
+            step, proposal.root, tree, target_probs, acceptance, emitted.tokens, emitted.kinds, commit,
             proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s, finished=self.finished,
         )
-        record = self._record(outcome, self.text, len(run.new_tokens), run.forwards)
+        record = self._record(outcome, self.text, len(run.new_tokens), run.totals.steps)
         run.records.append(record)
         return record
+
+    def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
+        """The step's output tokens, cut after an EOS and at the remaining budget."""
+        remaining = self.settings.max_new_tokens - len(self.tally.new_tokens)
+        tokens = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
+        kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
+        eos = self.target.eos_ids
+        cut = min(remaining, next((i + 1 for i, t in enumerate(tokens) if t in eos), len(tokens)))
+        return _Emitted(tokens[:cut], kinds[:cut])
+
+    def stop_reason(self, emitted: list[int]) -> str:
+        """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""
+        if emitted[-1] in self.target.eos_ids:
+            return "eos"
+        if len(self.tally.new_tokens) >= self.settings.max_new_tokens:
+            return "max_new_tokens"
+        return ""
 
     def end(self, stop_reason: str | None = None) -> RunResult:
         """Return every KV block (target and drafter) and build ``result``; ``stop_reason`` (cancelled,
@@ -260,11 +268,11 @@ class SpeculativeDecoder:
             text=self.target.tokenizer.decode(run.new_tokens, skip_special_tokens=True),
             tokens=run.new_tokens,
             prompt_tokens=self.prompt_ids,
-            target_forwards=run.forwards,
+            target_forwards=run.totals.steps,
             draft_forwards=self.drafter.forwards,
-            draft_tokens_proposed=run.proposed,
-            draft_tokens_accepted=run.accepted,
-            per_position_acceptance=[n / run.drafted_steps for n in run.accepted_at],
+            draft_tokens_proposed=run.totals.draft_tokens,
+            draft_tokens_accepted=run.totals.accepted_tokens,
+            per_position_acceptance=run.totals.per_position_acceptance,
             wall_s=perf_counter() - run.start,
             target=self.target.path,
             draft=self.drafter.model_path,

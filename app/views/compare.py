@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core import UserError
+from core import UserError, metrics
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, RunRequest, compare_requests
 from ..figures import compare_figure, empty
 from ..guard import guarded
@@ -22,11 +22,9 @@ COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acce
 
 
 def draft_cost(result) -> str:
-    """Drafting time per verify time (one target forward), summed over the run's steps."""
-    verify = sum(step.verify_s for step in result.steps)
-    if result.drafter == "none" or verify <= 0:
-        return "—"
-    return f"{sum(step.draft_s for step in result.steps) / verify:.2f}"
+    """Drafting time per verify time over the run's drafting steps (``core.metrics``)."""
+    cost = metrics.draft_cost(result.steps)
+    return "—" if cost is None else f"{cost:.2f}"
 
 
 def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from ..drafters.base import Drafter
 from ..engine import DecodeSettings, SpeculativeDecoder
+from ..metrics import Tallies
 from ..prompts import load_prompts
 
 MAX_NEW_TOKENS = 64
@@ -53,37 +54,23 @@ def heldout_prompts(target) -> list[list[int]]:
 def evaluate(target, make_drafter: Callable[[], Drafter], prompts: list[list[int]], label: str,
              max_new_tokens: int = MAX_NEW_TOKENS) -> HeldoutNumbers:
     """Decode every prompt greedily with a fresh drafter from ``make_drafter``; pool the counts."""
-    new = forwards = proposed = accepted = drafted = 0
-    hits: list[int] = []
-    draft_s = verify_s = wall = 0.0
+    totals = Tallies()
+    wall = 0.0
     settings = DecodeSettings(max_new_tokens=max_new_tokens, temperature=0.0)
     for ids in prompts:
         decoder = SpeculativeDecoder(target, make_drafter(), settings,
                                      {"prompt": "", "preset": "", "drafter": label, "settings": {}})
-        for _ in decoder.steps(ids):
-            pass
-        result = decoder.result
-        new += result.new_tokens
-        forwards += result.target_forwards
-        proposed += result.draft_tokens_proposed
-        accepted += result.draft_tokens_accepted
-        wall += result.wall_s
-        for step in result.steps:
-            draft_s += step.draft_s
-            verify_s += step.verify_s
-            if step.nodes:
-                drafted += 1
-                hits += [0] * (max(n.depth for n in step.nodes) - len(hits))
-                for i in range(step.accepted_length):
-                    hits[i] += 1
+        for step in decoder.steps(ids):
+            totals.add(step)
+        wall += decoder.result.wall_s
     return HeldoutNumbers(
         label=label,
-        tau=new / forwards,
-        acceptance=accepted / proposed if proposed else 0.0,
-        per_position=[h / drafted for h in hits] if drafted else [],
-        proposed_per_step=proposed / forwards,
-        draft_cost=draft_s / verify_s,
-        tokens_per_s=new / wall,
+        tau=totals.tau,
+        acceptance=totals.acceptance_rate,
+        per_position=totals.per_position_acceptance,
+        proposed_per_step=totals.draft_tokens / totals.steps,
+        draft_cost=totals.draft_cost or 0.0,
+        tokens_per_s=totals.new_tokens / wall,
         prompts=len(prompts),
     )
 

@@ -1,0 +1,107 @@
+"""Every number the lab reports about a run, defined once over its StepRecords.
+
+The engine's summary, the app's live plots and tables, the held-out evaluation, the bench and
+the Prometheus exporter all call these, so one run gives one set of numbers everywhere.
+Glossary (the names vLLM's spec-decode metrics use where they exist):
+
+* ``drafts`` -- steps that drafted at least one token (vLLM ``num_drafts``);
+* ``draft_tokens`` -- drafted tokens sent to the verify (``num_draft_tokens``);
+* ``accepted_tokens`` -- drafted tokens the target kept (``num_accepted_tokens``);
+* ``accepted_per_position[i]`` -- drafts whose token at depth i+1 was kept
+  (``num_accepted_tokens_per_pos``);
+* ``tau`` -- new tokens per target verify forward (correction or bonus included); for a run
+  that always drafts this is vLLM's mean acceptance length 1 + accepted / drafts;
+* ``acceptance_rate`` -- accepted / drafted tokens;
+* ``draft_cost`` -- drafting seconds per verify second, over the steps that drafted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .records import StepRecord
+
+
+@dataclass
+class Tallies:
+    """Running totals of one run (or of several pooled), built step by step."""
+
+    steps: int = 0  # target verify forwards
+    new_tokens: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
+    draft_s: float = 0.0  # over drafting steps
+    verify_s: float = 0.0  # over drafting steps
+    all_verify_s: float = 0.0  # over every step
+
+    def add_step(self, *, drafted: int, depth: int, accepted: int, emitted: int,
+                 draft_s: float = 0.0, verify_s: float = 0.0) -> None:
+        """One step: ``drafted`` nodes of depth up to ``depth``, ``accepted`` kept, ``emitted`` new tokens."""
+        self.steps += 1
+        self.new_tokens += emitted
+        self.all_verify_s += verify_s
+        if not drafted:
+            return
+        self.drafts += 1
+        self.draft_tokens += drafted
+        self.accepted_tokens += accepted
+        self.draft_s += draft_s
+        self.verify_s += verify_s
+        self.accepted_per_position += [0] * (depth - len(self.accepted_per_position))
+        for i in range(accepted):
+            self.accepted_per_position[i] += 1
+
+    def add(self, record: StepRecord) -> "Tallies":
+        self.add_step(drafted=len(record.nodes), depth=max((n.depth for n in record.nodes), default=0),
+                      accepted=record.accepted_length, emitted=len(record.emitted),
+                      draft_s=record.draft_s, verify_s=record.verify_s)
+        return self
+
+    @property
+    def tau(self) -> float:
+        return self.new_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return [n / self.drafts for n in self.accepted_per_position] if self.drafts else []
+
+    @property
+    def draft_cost(self) -> float | None:
+        """Drafting time per verify time over the steps that drafted; None when none did."""
+        return self.draft_s / self.verify_s if self.drafts and self.verify_s > 0 else None
+
+
+def tally(records: Iterable[StepRecord]) -> Tallies:
+    totals = Tallies()
+    for record in records:
+        totals.add(record)
+    return totals
+
+
+def running(records: Iterable[StepRecord]) -> Iterable[Tallies]:
+    """The totals after each step (one shared object, updated in place: copy what you keep)."""
+    totals = Tallies()
+    for record in records:
+        yield totals.add(record)
+
+
+def per_position_acceptance(records: Iterable[StepRecord]) -> list[float]:
+    return tally(records).per_position_acceptance
+
+
+def tau(records: Iterable[StepRecord]) -> float:
+    return tally(records).tau
+
+
+def acceptance_rate(records: Iterable[StepRecord]) -> float:
+    return tally(records).acceptance_rate
+
+
+def draft_cost(records: Iterable[StepRecord]) -> float | None:
+    return tally(records).draft_cost
