@@ -8,20 +8,23 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import UserError, build_decoder
-from core.api import DRAFTER_NAMES, EAGLE_DRAFTERS
+from core import UserError
+from core.drafters import BASELINE, lookup
+from core.drafters.base import MAX_DEPTH, MAX_WIDTH
+from core.request import DecodeRequest, drafter_names
 
 from .i18n import t
 
+# The page's own caps, tighter than the engine's (a shared server): prompt, tokens, temperature, seed.
 MAX_PROMPT_CHARS = 2000
 MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 2.0
 MAX_SEED = 2**31 - 1
 MAX_COMPARE_RUNS = 16
-MAX_EAGLE_NODES = 128
 MAX_MODEL_REF = 300
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != "none"]  # draft-xs, draft, draft-l: three sizes
+DRAFTER_NAMES = drafter_names()
+COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != BASELINE]  # draft-xs, draft, draft-l: three sizes
 COMPARE_DEFAULT = ["draft", "ngram", "medusa", "eagle", "eagle3"]
 
 
@@ -49,6 +52,26 @@ def prompt_text(value, lang: str) -> str:
     if len(value) > MAX_PROMPT_CHARS:
         raise UserError(t("err.prompt_long", lang, limit=MAX_PROMPT_CHARS, got=len(value)))
     return value
+
+
+def takes_option(drafter: str, option: str) -> bool:
+    """Whether drafter ``drafter`` has option ``option`` (e.g. eagle_nodes), so its control applies."""
+    return drafter in DRAFTER_NAMES and option in lookup(drafter)[0].Options.model_fields
+
+
+def option_limits(drafter: str, option: str) -> tuple[float, float]:
+    """``ge`` / ``le`` of a drafter option, read off its pydantic field."""
+    info = lookup(drafter)[0].Options.model_fields[option]
+    bounds = {type(m).__name__: m for m in info.metadata}
+    return bounds["Ge"].ge, bounds["Le"].le
+
+
+def request(lang: str, policy: "ModelPolicy", drafter: str, target, draft, **fields) -> DecodeRequest:
+    """The engine's DecodeRequest from checked control values; the draft field goes only to drafters
+    that read a draft model."""
+    if not lookup(drafter)[0].uses_draft_model:
+        draft = None
+    return DecodeRequest.of(drafter=drafter, **fields, **own_models(lang, policy, target, draft))
 
 
 def choice(value, options, name: str, lang: str) -> str:
@@ -105,73 +128,39 @@ def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:
     raise UserError(t("err.model_ref", lang, name=label, value=text))
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """A validated request for one decoding run."""
-
-    prompt: str
-    preset: str
-    drafter: str
-    k: int
-    tree: str | None  # "WxD" or None for a chain of k
-    temperature: float
-    seed: int
-    max_new_tokens: int
-    eagle_nodes: int | None = None  # drafters eagle/eagle3: nodes kept after EAGLE-2's expansion
-    target: str | None = None  # a model folder or hub id in place of the preset's target
-    draft: str | None = None  # the same for the draft model (used by drafter "draft" only)
-    trust_remote_code: bool = False
-
-    def build(self):
-        """The engine's decoder and the prompt's token ids (models load here, once per process)."""
-        return build_decoder(self.prompt, preset=self.preset, drafter=self.drafter, k=self.k, tree=self.tree,
-                             temperature=self.temperature, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                             eagle_nodes=self.eagle_nodes, target=self.target,
-                             draft=self.draft if self.drafter == "draft" else None,
-                             trust_remote_code=self.trust_remote_code)
-
-    def label(self) -> str:
-        if self.drafter == "none":
-            return "none"
-        shape = f"tree {self.tree}" if self.tree else f"k={self.k}"
-        return f"{self.drafter} · {shape}" + (f" · N={self.eagle_nodes}" if self.eagle_nodes else "")
-
-
 def own_models(lang: str, policy: ModelPolicy, target, draft) -> dict:
-    """The RunRequest fields of the target / draft fields."""
+    """The DecodeRequest fields of the target / draft fields."""
     return dict(target=model_ref(target, "ctl.target", lang, policy), draft=model_ref(draft, "ctl.draft", lang, policy),
                 trust_remote_code=policy.trust_remote_code)
 
 
 def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
                 max_new_tokens, eagle_nodes=None, target=None, draft=None, *,
-                policy: ModelPolicy = ModelPolicy()) -> RunRequest:
+                policy: ModelPolicy = ModelPolicy()) -> DecodeRequest:
     """Check the step-by-step controls; ``width`` 1 means a chain of ``k``, more a full tree (for
     eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps); ``target`` and
     ``draft`` replace the preset's models where ``policy`` allows."""
-    k = number(k, "ctl.k", lang, 1, 16, integer=True)
-    width = number(width, "ctl.width", lang, 1, 8, integer=True)
+    k = number(k, "ctl.k", lang, 1, MAX_DEPTH, integer=True)
+    width = number(width, "ctl.width", lang, 1, MAX_WIDTH, integer=True)
     drafter = choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang)
-    if drafter in EAGLE_DRAFTERS and eagle_nodes not in (None, ""):
-        eagle_nodes = number(eagle_nodes, "ctl.eagle_n", lang, 1, MAX_EAGLE_NODES, integer=True)
-    else:
-        eagle_nodes = None
-    return RunRequest(
+    options = {}
+    if takes_option(drafter, "eagle_nodes") and eagle_nodes not in (None, ""):
+        low, high = option_limits(drafter, "eagle_nodes")
+        options["eagle_nodes"] = number(eagle_nodes, "ctl.eagle_n", lang, low, high, integer=True)
+    return request(
+        lang, policy, drafter, target, draft, **options,
         prompt=prompt_text(prompt, lang),
         preset=choice(preset, presets, "ctl.preset", lang),
-        drafter=drafter,
-        eagle_nodes=eagle_nodes,
         k=k,
-        tree=None if width == 1 else f"{width}x{k}",
+        tree=None if width == 1 else (width, k),
         temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
-        **own_models(lang, policy, target, draft),
     )
 
 
-def shapes(value, lang: str) -> list[tuple[int, str | None]]:
-    """Parse the comparison's shapes, e.g. "4, 2x3" -> [(4, None), (3, "2x3")]."""
+def shapes(value, lang: str) -> list[tuple[int, tuple[int, int] | None]]:
+    """Parse the comparison's shapes, e.g. "4, 2x3" -> [(4, None), (3, (2, 3))]."""
     items = [item for item in re.split(r"[,\s;]+", str(value or "").strip().lower()) if item]
     if not items:
         raise UserError(t("err.shapes", lang, value=value))
@@ -179,11 +168,11 @@ def shapes(value, lang: str) -> list[tuple[int, str | None]]:
     for item in items:
         tree = re.fullmatch(r"(\d+)x(\d+)", item)
         if tree:
-            width = number(tree.group(1), "ctl.width", lang, 1, 8, integer=True)
-            depth = number(tree.group(2), "ctl.k", lang, 1, 16, integer=True)
-            parsed.append((depth, f"{width}x{depth}" if width > 1 else None))
+            width = number(tree.group(1), "ctl.width", lang, 1, MAX_WIDTH, integer=True)
+            depth = number(tree.group(2), "ctl.k", lang, 1, MAX_DEPTH, integer=True)
+            parsed.append((depth, (width, depth) if width > 1 else None))
         elif item.isdigit():
-            parsed.append((number(item, "ctl.k", lang, 1, 16, integer=True), None))
+            parsed.append((number(item, "ctl.k", lang, 1, MAX_DEPTH, integer=True), None))
         else:
             raise UserError(t("err.shapes", lang, value=value))
     return list(dict.fromkeys(parsed))
@@ -191,12 +180,12 @@ def shapes(value, lang: str) -> list[tuple[int, str | None]]:
 
 def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, shape_text, temperature, seed,
                      max_new_tokens, target=None, draft=None, *, policy: ModelPolicy = ModelPolicy()
-                     ) -> list[RunRequest]:
-    """The baseline (drafter ``none``) first, then every chosen drafter in every shape, all on one
-    target (the preset's, or ``target``)."""
+                     ) -> list[DecodeRequest]:
+    """The baseline first, then every chosen drafter in every shape, all on one target (the
+    preset's, or ``target``)."""
     if isinstance(drafters, str):
         drafters = [drafters]
-    if not drafters:
+    if not drafters or not isinstance(drafters, (list, tuple)):
         raise UserError(t("err.no_drafters", lang))
     for name in drafters:
         choice(name, COMPARE_CHOICES, "ctl.drafter", lang)
@@ -207,11 +196,10 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
         temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
-        **own_models(lang, policy, target, draft),
     )
-    requests = [RunRequest(drafter="none", k=1, tree=None, **base)]
     shape_list = shapes(shape_text, lang)
-    requests += [RunRequest(drafter=d, k=k, tree=tree, **base) for d in drafters for k, tree in shape_list]
-    if len(requests) > MAX_COMPARE_RUNS:
-        raise UserError(t("err.too_many_runs", lang, n=len(requests), limit=MAX_COMPARE_RUNS))
+    if 1 + len(drafters) * len(shape_list) > MAX_COMPARE_RUNS:
+        raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list), limit=MAX_COMPARE_RUNS))
+    requests = [request(lang, policy, BASELINE, target, draft, k=1, **base)]
+    requests += [request(lang, policy, d, target, draft, k=k, tree=tree, **base) for d in drafters for k, tree in shape_list]
     return requests

@@ -13,7 +13,8 @@ from core.metrics import tally
 from core.records import RunResult, StepRecord, Trace, write_trace
 from core.theory import draft_cost_ratio
 
-from .controls import RunRequest
+from core.api import build_decoder
+from core.request import DecodeRequest
 from .figures import MeasuredPoint
 
 
@@ -21,8 +22,8 @@ class Run:
     """One decoding run driven a step at a time. Calls are serialised, so a Step that arrives
     while Play is mid-step waits instead of re-entering the engine."""
 
-    def __init__(self, request: RunRequest):
-        decoder, prompt_ids = request.build()
+    def __init__(self, request: DecodeRequest):
+        decoder, prompt_ids = build_decoder(request)
         self.request = request
         self.prompt = request.prompt
         self.decoder = decoder

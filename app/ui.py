@@ -34,9 +34,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
     """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
     visitors may name their own target / draft models, and whether model code may run."""
     presets = preset_choices(default_preset)
-    drafter = "draft" if resolve_preset(default_preset).draft else "ngram"  # a bare model folder has no draft
-    if default_preset == "gemma-270m":
-        drafter = "eagle3"  # a learned drafter with a dynamic tree to watch (numbers: docs/gemma.md)
+    drafter = resolve_preset(default_preset).default_drafter
     labels = Labels(lang)
     with gr.Blocks(title=t("app.title", lang)) as demo:
         state = gr.State(None, delete_callback=close_session)

@@ -21,6 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
+
+from core.request import DecodeRequest
 from core.bench import BenchConfig, hf_runners  # noqa: E402
 from core.engine import SpeculativeDecoder  # noqa: E402
 from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
@@ -58,8 +60,8 @@ class TimedDecoder(SpeculativeDecoder):
 
 
 def profile_engine(prompt: str, args, drafter: str, phases: dict[str, float]) -> int:
-    decoder, ids = build_decoder(prompt, args.preset, drafter, k=args.k, max_new_tokens=args.max_new_tokens,
-                                 record=not args.no_records)
+    request = DecodeRequest.of(prompt, args.preset, drafter, k=args.k, max_new_tokens=args.max_new_tokens)
+    decoder, ids = build_decoder(request, record=not args.no_records)
     timed = TimedDecoder(decoder, phases)
     start = perf_counter()
     for _ in timed.steps(ids):

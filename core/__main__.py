@@ -4,64 +4,77 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 
 from .errors import UserError
 
 
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="tiny", help="tiny, a local model folder, or a hub id (default: tiny)")
-    p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
-    p.add_argument("--draft", help="draft model folder or hub id for --drafter draft (overrides the preset's)")
-    p.add_argument("--drafter", default="draft",
-                   help="none, draft, draft-xs, draft-l, ngram, medusa, eagle or eagle3 (default: draft; "
-                        "draft-xs / draft-l = draft with --draft-size xs / l)")
-    p.add_argument("--k", type=int, default=4, help="draft chain length / tree depth (default: 4)")
+    """The flags of ``generate``, read off ``DecodeRequest`` and every drafter's ``Options``."""
+    from .drafters import option_fields, option_owners
+    from .request import DecodeRequest, drafter_names
+
+    fields = DecodeRequest.model_fields
+    p.add_argument("--prompt", required=True)
+    for name in ("preset", "target", "draft"):
+        add_field_argument(p, name, fields[name])
+    p.add_argument("--drafter", default=fields["drafter"].default,
+                   help=f"{', '.join(drafter_names())} (default: {fields['drafter'].default})")
+    p.add_argument("--k", default=4, help="draft chain length / tree depth (default: 4)")
     p.add_argument("--tree", help="draft a tree WIDTHxDEPTH instead of a chain, e.g. 2x3 (eagle/eagle3: "
                                   "WIDTH is EAGLE-2's top-k)")
-    p.add_argument("--ngram-n", type=int, default=3, help="longest n-gram the ngram drafter matches (default: 3)")
-    p.add_argument("--draft-size", choices=["xs", "s", "l"],
-                   help="which of the preset's draft models (default: s, the preset's draft)")
-    p.add_argument("--drafter-weights", help="medusa/eagle/eagle3 weights folder (default: next to the target)")
-    p.add_argument("--medusa-choices", help='medusa tree: "tuned" (chosen at training) or paths of ranks, '
-                                            'e.g. "[[0], [1], [0, 0]]" (default: the --k/--tree shape)')
-    p.add_argument("--eagle-nodes", type=int, help="eagle/eagle3: nodes kept for the verify after EAGLE-2's "
-                                                   "expansion (default: the full WIDTHxDEPTH tree's size)")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--block-size", type=int, default=16, help="KV cache block size in tokens (default: 16)")
-    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder/hub")
+    for name, info in option_fields().items():
+        add_field_argument(p, name, info, default=None, owners=option_owners(name))
+    for name in ("max_new_tokens", "temperature", "seed", "block_size", "device", "trust_remote_code"):
+        add_field_argument(p, name, fields[name])
     p.add_argument("--trace", help="write the step records as JSON lines to this file (docs/trace.md)")
     p.add_argument("--check", action="store_true", help="also run the target alone and report baseline_match")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
+def add_field_argument(p: argparse.ArgumentParser, name: str, info, default=..., owners=()) -> None:
+    """One ``--flag`` from a pydantic field: its type, choices, default and description."""
+    from .request import flag
+
+    annotation = info.annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    kind = args[0]
+    default = info.default if default is ... else default
+    help_text = (info.description or "") + (f" [{'/'.join(owners)}]" if owners else "")
+    if kind is bool:
+        p.add_argument(f"--{flag(name)}", action="store_true", help=help_text)
+        return
+    kwargs = {"choices": list(typing.get_args(kind))} if typing.get_origin(kind) is typing.Literal else \
+        {"type": kind if kind in (int, float) else str}
+    shown = "" if default is None else f" (default: {default})"
+    p.add_argument(f"--{flag(name)}", default=default, help=help_text + shown, **kwargs)
+
+
 def run_generate(args: argparse.Namespace) -> int:
     from .api import generate
+    from .drafters import option_fields
 
-    result = generate(
-        args.prompt, preset=args.preset, drafter=args.drafter, k=args.k, tree=args.tree,
-        temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens,
-        check=args.check, trace=args.trace, device=args.device, block_size=args.block_size,
-        ngram_n=args.ngram_n, target=args.target, draft=args.draft, trust_remote_code=args.trust_remote_code,
-        draft_size=args.draft_size, drafter_weights=args.drafter_weights, medusa_choices=args.medusa_choices,
-        eagle_nodes=args.eagle_nodes,
-    )
+    flat = {name: getattr(args, name) for name in (
+        "max_new_tokens", "temperature", "seed", "block_size", "device", "trust_remote_code", "target", "draft",
+        *option_fields())}
+    result = generate(args.prompt, args.preset, args.drafter, args.k, args.tree, check=args.check, trace=args.trace,
+                      **flat)
     data = result.to_dict()
     if args.json:
         print(json.dumps(data, ensure_ascii=False))
-        return 0
-    print(args.prompt + result.text)
-    print(
-        f"\n[{args.drafter}] {data['new_tokens']} tokens in {data['target_forwards']} target forwards "
-        f"(tau {data['mean_accepted_tokens']:.2f}), acceptance {data['acceptance_rate']:.1%}, "
-        f"{data['tokens_per_s']:.1f} tokens/s, KV peak {data['kv']['peak_blocks_in_use']} blocks",
-        file=sys.stderr,
-    )
-    if args.check:
-        print(f"identical to the target alone: {data['baseline_match']}", file=sys.stderr)
+    else:
+        print(args.prompt + result.text)
+        print(
+            f"\n[{args.drafter}] {data['new_tokens']} tokens in {data['target_forwards']} target forwards "
+            f"(tau {data['mean_accepted_tokens']:.2f}), acceptance {data['acceptance_rate']:.1%}, "
+            f"{data['tokens_per_s']:.1f} tokens/s, KV peak {data['kv']['peak_blocks_in_use']} blocks",
+            file=sys.stderr,
+        )
+        if args.check:
+            print(f"identical to the target alone: {data['baseline_match']}", file=sys.stderr)
+    if result.trace_error:
+        print(f"error: {result.trace_error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -169,15 +169,19 @@ class BatchDecoder:
 def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft", **options) -> BatchDecoder:
     """A batch of ``prompts`` decoded with one drafter kind (one drafter object per request).
 
-    ``options`` are ``core.build_decoder``'s (k, tree, temperature, seed, max_new_tokens, device,
+    ``options`` are ``DecodeRequest.of``'s (k, tree, temperature, seed, max_new_tokens, device,
     ...); with ``seed`` request i is seeded ``seed + i``.
     """
     from .api import build_decoder
+    from .request import MAX_SEED, DecodeRequest
 
+    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+        raise UserError("a batch takes a list of prompts (got a single string)" if isinstance(prompts, str)
+                        else f"a batch takes a list of prompts (got {type(prompts).__name__})")
     if not prompts:
         raise UserError("a batch needs at least one prompt")
-    seed = int(options.pop("seed", 0))
-    built = [build_decoder(p, preset, drafter, seed=seed + i, **options) for i, p in enumerate(prompts)]
+    requests = [DecodeRequest.of(p, preset, drafter, **options) for p in prompts]
+    built = [build_decoder(r.model_copy(update={"seed": (r.seed + i) % (MAX_SEED + 1)})) for i, r in enumerate(requests)]
     return BatchDecoder([d for d, _ in built], [ids for _, ids in built])
 
 

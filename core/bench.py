@@ -23,18 +23,19 @@ from typing import Callable
 
 import torch
 
-from .api import build_decoder, greedy_generate_kwargs, split_drafter
-from .drafters import drafter_class
+from .api import build_decoder, greedy_generate_kwargs
+from .drafters import BASELINE, DraftModelDrafter, lookup
 from .errors import UserError
 from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
+from .request import DecodeRequest
 from .sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes
 
 
 @dataclass(frozen=True)
 class BenchConfig:
     preset: str = "tiny"
-    drafters: tuple[str, ...] = ("none", "draft", "ngram")
+    drafters: tuple[str, ...] = (BASELINE, "draft", "ngram")
     prompts_file: str = str(HELDOUT_PROMPTS)
     max_new_tokens: int = 64
     repeats: int = 3
@@ -44,12 +45,13 @@ class BenchConfig:
     overhead: bool = False  # also time the first drafter with step records off
     threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
     batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
-    device: str | None = None
+    device: str = "auto"
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
 
-    def model_args(self) -> dict:
-        return dict(device=self.device, target=self.target, draft=self.draft)
+    def request(self, prompt: str, drafter: str) -> DecodeRequest:
+        return DecodeRequest.of(prompt, self.preset, drafter, self.k, self.tree, max_new_tokens=self.max_new_tokens,
+                                device=self.device, target=self.target, draft=self.draft)
 
 
 @dataclass
@@ -62,10 +64,10 @@ class Timing:
 
 
 def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True) -> Callable[[], Timing]:
-    decoder_args = dict(k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens, **config.model_args())
+    request = config.request(prompt, drafter)
 
     def run() -> Timing:
-        decoder, ids = build_decoder(prompt, config.preset, drafter, record=record, **decoder_args)
+        decoder, ids = build_decoder(request, record=record)
         start = perf_counter()
         for _ in decoder.steps(ids):
             pass
@@ -82,7 +84,7 @@ def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timin
     Assisted generation is left out when the preset's draft reads a reduced vocabulary
     (``vocab_map``): transformers' assistant must emit the target's ids itself.
     """
-    decoder, ids = build_decoder(prompt, config.preset, "draft", k=config.k, **config.model_args())
+    decoder, ids = build_decoder(config.request(prompt, DraftModelDrafter.name))
     target, draft = decoder.target, decoder.drafter.draft
     input_ids = torch.tensor([ids], device=target.device)
     common = greedy_generate_kwargs(target, input_ids, config.max_new_tokens)
@@ -136,8 +138,8 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str
 
 def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     for name in config.drafters:
-        drafter_class(split_drafter(name)[0])
-    if "none" not in config.drafters:
+        lookup(name)
+    if BASELINE not in config.drafters:
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:
         raise UserError("--repeats must be >= 1")
@@ -151,7 +153,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         name: [engine_runner(config, p, name) for p in prompts] for name in config.drafters
     }
     if config.overhead:
-        probe = next((d for d in config.drafters if d != "none"), "none")
+        probe = next((d for d in config.drafters if d != BASELINE), BASELINE)
         engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False) for p in prompts]
     hf = {}
     if config.compare_hf:
@@ -171,7 +173,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
             done = repeat * len(prompts) + i + 1
             log(f"[{done}/{total}] repeat {repeat + 1}, prompt {i + 1}")
 
-    engine_summary = summarize({k: timings[k] for k in engine}, "none")
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE)
     result = {
         "preset": config.preset,
         "prompts": len(prompts),
@@ -270,7 +272,7 @@ def sweep_markdown(result: dict) -> list[str]:
              "| batch | " + " | ".join(drafters) + " |", "|---" * (len(drafters) + 1) + "|"]
     for b in sizes:
         lines.append(f"| {b} | " + " | ".join(
-            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == "none" else f" ({cell[b, d]['speedup']:.2f}×)")
+            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == BASELINE else f" ({cell[b, d]['speedup']:.2f}×)")
             for d in drafters) + " |")
     stops = [f"`{d}` from batch {b}" if b is not None else f"`{d}` pays at every batch measured"
              for d, b in result["batch_crossover"].items()]

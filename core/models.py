@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -27,6 +27,11 @@ class Preset:
     draft: str | None
     description: str
     drafters: str | None = None  # folder holding the learned drafters' weights (medusa, eagle, eagle3)
+    drafter: str | None = None  # the drafter a page opens with (None: "draft" with a draft model, else "ngram")
+
+    @property
+    def default_drafter(self) -> str:
+        return self.drafter or ("draft" if self.draft else "ngram")
 
 
 PRESETS = {
@@ -43,6 +48,7 @@ PRESETS = {
         draft=str(ASSETS / "gemma-270m" / "draft"),
         description="Gemma 3 270M (Gemma Terms of Use) with drafters trained here; needs the Gemma packages",
         drafters=str(ASSETS / "gemma-270m"),
+        drafter="eagle3",  # a learned drafter with a dynamic tree to watch (numbers: docs/gemma.md)
     ),
 }
 
@@ -120,8 +126,7 @@ def resolve_preset(preset: str) -> Preset:
     if preset == "gemma-270m":
         folder = str(gemma.ensure_converted())
         draft = PRESETS[preset].draft
-        return Preset(preset, folder, draft if (Path(draft) / "config.json").is_file() else None,
-                      PRESETS[preset].description, PRESETS[preset].drafters)
+        return replace(PRESETS[preset], target=folder, draft=draft if (Path(draft) / "config.json").is_file() else None)
     if preset in PRESETS:
         return PRESETS[preset]
     if Path(preset).is_dir():

@@ -7,6 +7,7 @@ record per step, then a ``summary`` record; every line carries ``"schema": TRACE
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -111,6 +112,7 @@ class RunResult:
     draft_kv: dict[str, int] | None = None
     stop_reason: str = ""
     baseline_match: bool | None = None
+    trace_error: str | None = None  # set when the run finished but its trace file could not be written
     steps: list[StepRecord] = field(default_factory=list, repr=False)
 
     @property
@@ -138,8 +140,9 @@ class RunResult:
             mean_accepted_tokens=self.mean_accepted_tokens,
             tokens_per_s=self.tokens_per_s,
         )
-        if self.baseline_match is None:
-            del data["baseline_match"]
+        for optional in ("baseline_match", "trace_error"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 
@@ -149,6 +152,18 @@ def trace_lines(header: dict[str, Any], steps: Iterable[StepRecord], summary: di
     for step in steps:
         yield json.dumps(step.to_dict(), ensure_ascii=False)
     yield json.dumps({"schema": TRACE_SCHEMA, "type": "summary", **summary}, ensure_ascii=False)
+
+
+def check_writable(path: str | Path) -> None:
+    """Fail before a run, not after it, when its trace cannot be written to ``path``."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"--trace {str(path)!r} is a folder; give a file name")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UserError(f"--trace: the folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"--trace: {str(path)!r} is not writable")
 
 
 def write_trace(path: str | Path, result: RunResult) -> None:

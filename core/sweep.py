@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from .batch import BatchResult, build_batch, check_batch_size, run_batch
+from .drafters import BASELINE
 from .errors import UserError
 from .forward import chain_parents, forward_batch
 from .kv_cache import PagedForward, PagedKVCache
@@ -67,7 +68,7 @@ def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompt
 
     ``drafters`` must include ``none`` (speedups are against it at the same batch size).
     """
-    if "none" not in drafters:
+    if BASELINE not in drafters:
         raise UserError("the batch sweep needs the none baseline among the drafters")
     runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
     for d in drafters if warmup else ():
@@ -78,7 +79,7 @@ def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompt
             for d in drafters:
                 runs[(b, d)].append(runners[(b, d)]())
             log(f"batch sweep: repeat {repeat + 1}/{repeats}, batch {b} done")
-    return [sweep_row(b, d, runs[(b, d)], runs[(b, "none")]) for b in sizes for d in drafters]
+    return [sweep_row(b, d, runs[(b, d)], runs[(b, BASELINE)]) for b in sizes for d in drafters]
 
 
 def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
@@ -106,11 +107,11 @@ def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[
 
 def crossover(rows: list[dict]) -> dict[str, int | None]:
     """Per drafter, the smallest batch at which it is no faster than ``none`` (None: it pays at every size)."""
-    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["drafter"] == "none"}
+    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["drafter"] == BASELINE}
     out: dict[str, int | None] = {}
     for row in sorted(rows, key=lambda r: r["batch"]):
         name = row["drafter"]
-        if name == "none":
+        if name == BASELINE:
             continue
         out.setdefault(name, None)
         if out[name] is None and row["tokens_per_s"] <= base[row["batch"]]:
@@ -195,7 +196,7 @@ def read_sweep_result(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> di
         if not (isinstance(row, dict) and _is_count(row.get("batch")) and isinstance(row.get("drafter"), str)
                 and _is_number(row.get("tokens_per_s"))):
             raise UserError(f"batch_sweep entry {i} needs batch (>= 1), drafter and tokens_per_s (>= 0)")
-    missing = sorted({r["batch"] for r in rows} - {r["batch"] for r in rows if r["drafter"] == "none"})
+    missing = sorted({r["batch"] for r in rows} - {r["batch"] for r in rows if r["drafter"] == BASELINE})
     if missing:
         raise UserError(f"batch_sweep has no none baseline at batch {', '.join(map(str, missing))}")
     latency = result.get("forward_latency") or []

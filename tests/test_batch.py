@@ -4,7 +4,7 @@ fails or is cancelled; the batched forward equals the single-request one."""
 import pytest
 import torch
 
-from core import build_decoder, target_greedy
+from core import DecodeRequest, build_decoder, target_greedy
 from core.batch import BatchDecoder, build_batch, run_batch
 from core.drafters.draft_model import DraftModelDrafter
 from core.errors import UserError
@@ -87,7 +87,7 @@ def test_batched_forward_equals_one_request_at_a_time(random_llama):
 def test_requests_finish_independently_and_free_their_blocks(tiny):
     """A request with a small budget leaves the batch and returns its blocks while the others run."""
     budgets = [4, 30, 30]
-    built = [build_decoder(p, "tiny", "draft", k=3, max_new_tokens=n) for p, n in zip(PROMPTS[4:7], budgets)]
+    built = [build_decoder(DecodeRequest.of(p, "tiny", "draft", k=3, max_new_tokens=n)) for p, n in zip(PROMPTS[4:7], budgets)]
     batch = BatchDecoder([d for d, _ in built], [ids for _, ids in built])
     short = batch.decoders[0]
     for records in batch.steps():
@@ -137,7 +137,7 @@ def test_sampling_in_a_batch_draws_what_each_request_draws_alone():
     batch = build_batch(prompts, "tiny", "draft", k=3, temperature=0.8, seed=5, max_new_tokens=20)
     together = run_batch(batch).results
     for i, prompt in enumerate(prompts):
-        decoder, ids = build_decoder(prompt, "tiny", "draft", k=3, temperature=0.8, seed=5 + i, max_new_tokens=20)
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k=3, temperature=0.8, seed=5 + i, max_new_tokens=20))
         for _ in decoder.steps(ids):
             pass
         assert together[i].tokens == decoder.result.tokens
@@ -148,6 +148,6 @@ def test_bad_batches_are_user_errors():
         build_batch(["我爱"] * 17, "tiny", "none")
     with pytest.raises(UserError, match="at least one prompt"):
         build_batch([], "tiny", "none")
-    built = [build_decoder("我爱", "tiny", "none", block_size=b) for b in (4, 16)]
+    built = [build_decoder(DecodeRequest.of("我爱", "tiny", "none", block_size=b)) for b in (4, 16)]
     with pytest.raises(UserError, match="block size"):
         BatchDecoder([d for d, _ in built], [ids for _, ids in built])

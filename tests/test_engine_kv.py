@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from core import build_decoder
+from core import DecodeRequest, build_decoder
 from core.drafters.draft_model import DraftModelDrafter
 
 PROMPT = "It is a truth universally acknowledged"
@@ -17,7 +17,7 @@ def run(decoder, ids):
 
 def test_peak_blocks_are_the_sequence_plus_the_tree():
     for block_size in (4, 16):
-        decoder, ids = build_decoder(PROMPT, "tiny", "draft", tree="2x3", max_new_tokens=48, block_size=block_size)
+        decoder, ids = build_decoder(DecodeRequest.of(PROMPT, "tiny", "draft", tree="2x3", max_new_tokens=48, block_size=block_size))
         result = run(decoder, ids)
         tokens = len(ids) + result.new_tokens
         tree_nodes = 2 + 4 + 8
@@ -28,7 +28,7 @@ def test_peak_blocks_are_the_sequence_plus_the_tree():
 
 
 def test_rejections_free_slots_and_steps_record_them():
-    decoder, ids = build_decoder(PROMPT, "tiny", "draft", tree="2x3", max_new_tokens=32, block_size=4)
+    decoder, ids = build_decoder(DecodeRequest.of(PROMPT, "tiny", "draft", tree="2x3", max_new_tokens=32, block_size=4))
     result = run(decoder, ids)
     assert result.kv["slots_freed"] > 0
     assert result.kv["slots_freed"] == sum(s.kv.slots_freed for s in result.steps)
@@ -50,7 +50,7 @@ def test_a_run_that_fails_midway_returns_every_block(monkeypatch):
         return original(self, ctx)
 
     monkeypatch.setattr(DraftModelDrafter, "propose", failing)
-    decoder, ids = build_decoder(PROMPT, "tiny", "draft", k=4, max_new_tokens=32)
+    decoder, ids = build_decoder(DecodeRequest.of(PROMPT, "tiny", "draft", k=4, max_new_tokens=32))
     with pytest.raises(RuntimeError, match="simulated failure"):
         run(decoder, ids)
     assert decoder.result.stop_reason == "error"
@@ -60,7 +60,7 @@ def test_a_run_that_fails_midway_returns_every_block(monkeypatch):
 
 
 def test_a_cancelled_run_returns_every_block():
-    decoder, ids = build_decoder(PROMPT, "tiny", "draft", k=4, max_new_tokens=64)
+    decoder, ids = build_decoder(DecodeRequest.of(PROMPT, "tiny", "draft", k=4, max_new_tokens=64))
     steps = decoder.steps(ids)
     next(steps)
     next(steps)

@@ -75,12 +75,12 @@ def _weights_present(drafter: str) -> bool:
 @pytest.mark.parametrize("drafter,options", DRAFTERS,
                          ids=[f"{d}-{'-'.join(map(str, o.values()))}" for d, o in DRAFTERS])
 def test_greedy_output_is_gemma_alone(drafter, options, baselines):
-    from core import build_decoder
+    from core import DecodeRequest, build_decoder
 
     if not _weights_present(drafter):
         pytest.skip(f"no {drafter} weights in {ASSETS}")
     for prompt in PROMPTS:
-        decoder, ids = build_decoder(prompt, "gemma-270m", drafter, max_new_tokens=MAX_NEW, device="cpu", **options)
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, "gemma-270m", drafter, max_new_tokens=MAX_NEW, device="cpu", **options))
         assert ids == baselines[prompt][0]
         for _ in decoder.steps(ids):
             pass
@@ -117,9 +117,9 @@ def test_a_second_load_is_fast():
 
 
 def test_gemma_context_is_capped_at_its_sliding_window(gemma_target):
-    from core import build_decoder
+    from core import DecodeRequest, build_decoder
     from core.errors import UserError
 
     assert gemma_target.context_length == 512
     with pytest.raises(UserError, match="usable context is 512 tokens"):
-        build_decoder("word " * 500, "gemma-270m", "none", max_new_tokens=64, device="cpu")
+        build_decoder(DecodeRequest.of("word " * 500, "gemma-270m", "none", max_new_tokens=64, device="cpu"))

@@ -272,20 +272,22 @@ def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_
 ])
 def test_drafter_options_are_checked(options, message):
     from core.api import build_decoder
+    from core.request import DecodeRequest
 
     with pytest.raises(UserError, match=message):
-        build_decoder("我爱", "tiny", **options)
+        build_decoder(DecodeRequest.of("我爱", "tiny", **options))
 
 
 def test_each_draft_size_is_its_own_model():
     from core.api import build_decoder
+    from core.request import DecodeRequest
 
     sizes = {}
     for size in ("xs", "s", "l"):
-        decoder, _ = build_decoder("我爱", "tiny", "draft", draft_size=size)
+        decoder, _ = build_decoder(DecodeRequest.of("我爱", "tiny", "draft", draft_size=size))
         sizes[size] = sum(p.numel() for p in decoder.drafter.draft.model.parameters())
     assert sizes["xs"] < sizes["s"] < sizes["l"]
-    by_name, _ = build_decoder("我爱", "tiny", "draft-l")  # the name picks the size too
+    by_name, _ = build_decoder(DecodeRequest.of("我爱", "tiny", "draft-l"))  # the name picks the size too
     assert by_name.drafter.model_path.endswith("draft-l") and by_name.run_info["settings"]["draft_size"] == "l"
     with pytest.raises(UserError, match="already picks draft size"):
-        build_decoder("我爱", "tiny", "draft-xs", draft_size="l")
+        build_decoder(DecodeRequest.of("我爱", "tiny", "draft-xs", draft_size="l"))

@@ -1,7 +1,7 @@
 """Greedy speculative decoding is token-for-token the target's own model.generate(do_sample=False)."""
 import pytest
 
-from core import build_decoder, target_greedy
+from core import DecodeRequest, build_decoder, target_greedy
 from tests.prompts import LOSSLESS_PROMPTS
 
 MAX_NEW = 40
@@ -30,7 +30,7 @@ def baselines(tiny):
 def test_greedy_output_is_the_target_alone(drafter, shape, baselines):
     assert len(LOSSLESS_PROMPTS) >= 20
     for prompt in LOSSLESS_PROMPTS:
-        decoder, ids = build_decoder(prompt, "tiny", drafter, max_new_tokens=MAX_NEW, **shape)
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", drafter, max_new_tokens=MAX_NEW, **shape))
         assert ids == baselines[prompt][0]
         for _ in decoder.steps(ids):
             pass
@@ -44,7 +44,7 @@ def test_greedy_output_is_the_target_alone(drafter, shape, baselines):
 def test_small_blocks_and_trees_still_lossless(baselines):
     """Block size 2 makes trees spill into fresh blocks every step; output must not change."""
     for prompt in LOSSLESS_PROMPTS[:8]:
-        decoder, ids = build_decoder(prompt, "tiny", "draft", tree="2x3", max_new_tokens=MAX_NEW, block_size=2)
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", tree="2x3", max_new_tokens=MAX_NEW, block_size=2))
         for _ in decoder.steps(ids):
             pass
         assert decoder.result.tokens == baselines[prompt][1]

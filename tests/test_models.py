@@ -74,19 +74,19 @@ def test_gemma3_sliding_window_caps_the_usable_context(random_gemma3):
     """The engine's tree mask lets every node see the whole prefix, which equals Gemma's sliding
     layers only while the sequence fits the window: the engine is exact inside it (checked against
     model.generate) and refuses anything longer with a clear message."""
-    from core import build_decoder, target_greedy
+    from core import DecodeRequest, build_decoder, target_greedy
     from core.models import load_model
 
     target = load_model(str(random_gemma3), "cpu")
     assert target.context_length == WINDOW
     prompt = " ".join(f"w{i}" for i in range(5))
     for drafter in ("none", "ngram"):
-        decoder, ids = build_decoder(prompt, str(random_gemma3), drafter, max_new_tokens=WINDOW - 5, device="cpu")
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, str(random_gemma3), drafter, max_new_tokens=WINDOW - 5, device="cpu"))
         for _ in decoder.steps(ids):
             pass
         assert decoder.result.tokens == target_greedy(target, ids, WINDOW - 5)
     with pytest.raises(UserError, match=f"usable context is {WINDOW} tokens"):
-        build_decoder(prompt, str(random_gemma3), "none", max_new_tokens=WINDOW - 4, device="cpu")
+        build_decoder(DecodeRequest.of(prompt, str(random_gemma3), "none", max_new_tokens=WINDOW - 4, device="cpu"))
 
 
 def test_any_pair_by_path_with_a_padded_vocabulary(tmp_path):
@@ -96,7 +96,7 @@ def test_any_pair_by_path_with_a_padded_vocabulary(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from core import build_decoder, target_greedy
+    from core import DecodeRequest, build_decoder, target_greedy
     from core.models import PRESETS, load_model
 
     draft = AutoModelForCausalLM.from_pretrained(PRESETS["tiny"].draft)
@@ -105,8 +105,8 @@ def test_any_pair_by_path_with_a_padded_vocabulary(tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json"):
         if (Path(PRESETS["tiny"].draft) / name).exists():
             shutil.copy(Path(PRESETS["tiny"].draft) / name, tmp_path / name)
-    decoder, ids = build_decoder("我爱中国", "tiny", "draft", target=PRESETS["tiny"].target, draft=str(tmp_path),
-                                 max_new_tokens=24, device="cpu")
+    decoder, ids = build_decoder(DecodeRequest.of("我爱中国", "tiny", "draft", target=PRESETS["tiny"].target, draft=str(tmp_path),
+                                 max_new_tokens=24, device="cpu"))
     for _ in decoder.steps(ids):
         pass
     target = load_model(PRESETS["tiny"].target, "cpu")
@@ -162,7 +162,7 @@ def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path)
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from core import build_decoder, target_greedy
+    from core import DecodeRequest, build_decoder, target_greedy
     from core.models import PRESETS, VOCAB_MAP_FILE, load_model, vocab_digest
 
     target = load_model(PRESETS["tiny"].target, "cpu")
@@ -174,7 +174,7 @@ def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path)
     vocab_map = {"target_ids": target_ids, "other_id": len(target_ids),
                  "tokens_sha256": vocab_digest(target.tokenizer, target_ids)}
     (tmp_path / VOCAB_MAP_FILE).write_text(json.dumps(vocab_map))
-    decoder, ids = build_decoder("我爱中国", "tiny", "draft", draft=str(tmp_path), max_new_tokens=24, device="cpu")
+    decoder, ids = build_decoder(DecodeRequest.of("我爱中国", "tiny", "draft", draft=str(tmp_path), max_new_tokens=24, device="cpu"))
     for _ in decoder.steps(ids):
         pass
     assert decoder.result.tokens == target_greedy(target, ids, 24)
@@ -185,4 +185,4 @@ def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path)
     LlamaForCausalLM.from_pretrained(tmp_path).save_pretrained(other)
     (other / VOCAB_MAP_FILE).write_text(json.dumps({**vocab_map, "tokens_sha256": "0" * 16}))
     with pytest.raises(UserError, match="tokenizer differs"):
-        build_decoder("我爱中国", "tiny", "draft", draft=str(other), max_new_tokens=8, device="cpu")
+        build_decoder(DecodeRequest.of("我爱中国", "tiny", "draft", draft=str(other), max_new_tokens=8, device="cpu"))

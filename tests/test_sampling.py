@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from core import build_decoder
+from core import DecodeRequest, build_decoder
 
 # English prompts: the tiny target's Chinese is too spread out for N runs to fill the bins.
 
@@ -55,9 +55,9 @@ def binned(joint, counts, n):
 def sample_pairs(prompt, drafter, **shape):
     counts = {}
     for seed in range(N):
-        decoder, ids = build_decoder(
+        decoder, ids = build_decoder(DecodeRequest.of(
             prompt, "tiny", drafter, temperature=TEMPERATURE, seed=seed, max_new_tokens=3, **shape
-        )
+        ))
         for _ in decoder.steps(ids):
             pass
         tokens = decoder.result.tokens

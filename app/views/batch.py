@@ -10,13 +10,13 @@ import gradio as gr
 import torch
 
 from core import UserError
-from core.api import DRAFTER_NAMES
+from core.drafters import BASELINE
 from core.models import load_model, pick_device, resolve_preset
 from core.prompts import load_prompts
 from core.sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes, \
     read_sweep_result
 
-from ..controls import number
+from ..controls import COMPARE_CHOICES, number
 from ..figures import batch_figure
 from ..guard import guarded
 from ..i18n import t
@@ -24,7 +24,7 @@ from ..labels import Labels
 from ..session import Session, ensure
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
-SWEEP_DRAFTERS = tuple(name for name in DRAFTER_NAMES if name != "none")
+SWEEP_DRAFTERS = tuple(COMPARE_CHOICES)
 SWEEP_DEFAULT = ["draft", "ngram"]
 MAX_LIVE_NEW_TOKENS = 64
 
@@ -43,7 +43,7 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
             lines.append(t("batch.verdict_pays", lang, drafter=name))
         else:
             lines.append(t("batch.verdict_stops", lang, drafter=name, batch=batch,
-                           speedup=speed[batch, name] / speed[batch, "none"]))
+                           speedup=speed[batch, name] / speed[batch, BASELINE]))
     return "\n\n".join(lines)
 
 
@@ -63,7 +63,7 @@ class BatchView:
 def live_sweep(preset: str, drafters: list[str], sizes: tuple[int, ...], max_new_tokens: int):
     """Measure batch by batch (one run each, after a warm-up); yields (batch, the result so far)."""
     prompts = load_prompts()
-    chosen = ("none", *drafters)
+    chosen = (BASELINE, *drafters)
     decoder_args = dict(preset=preset, k=4, max_new_tokens=max_new_tokens)
     target = load_model(resolve_preset(preset).target)
     context = latency_context(target, prompts)

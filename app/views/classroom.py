@@ -8,7 +8,9 @@ import gradio as gr
 
 from core.models import resolve_preset
 
-from ..controls import RunRequest, choice
+from core.request import DecodeRequest
+
+from ..controls import choice
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -92,9 +94,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     def ensure_run(session: Session, lang_value: str, preset_value: str):
         if session.lesson_run is None or session.lesson_run.done:
             preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
-            drafter = "draft" if resolve_preset(preset_value).draft else "ngram"  # a bare model folder has no draft
-            request = RunRequest(prompt=LIVE_PROMPT, preset=preset_value, drafter=drafter, k=LIVE_K, tree=None,
-                                 temperature=0.0, seed=0, max_new_tokens=LIVE_MAX_NEW_TOKENS)
+            drafter = resolve_preset(preset_value).default_drafter
+            request = DecodeRequest.of(LIVE_PROMPT, preset_value, drafter, LIVE_K, max_new_tokens=LIVE_MAX_NEW_TOKENS)
             yield {state: session, status: t("run.loading", lang_value)}
             session.lesson_run = Run(request)
 

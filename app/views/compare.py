@@ -8,7 +8,10 @@ import gradio as gr
 import pandas as pd
 
 from core import UserError, metrics
-from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, RunRequest, compare_requests
+from core.api import build_decoder
+from core.request import DecodeRequest
+
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
@@ -34,7 +37,7 @@ def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:
 
     data = [
         [row.label, row.result.new_tokens, row.result.target_forwards, round(row.result.mean_accepted_tokens, 2),
-         "—" if row.result.drafter == "none" else f"{row.result.acceptance_rate:.1%}",
+         "—" if not row.result.draft_tokens_proposed else f"{row.result.acceptance_rate:.1%}",
          draft_cost(row.result), round(row.result.wall_s, 2), f"{row.speedup:.2f}×", identical(row)]
         for row in rows
     ]
@@ -59,9 +62,9 @@ class CompareView:
                 self.plot: compare_figure([(r.label, r.result.steps) for r in rows], lang)}
 
 
-def _run_one(session: Session, request: RunRequest):
+def _run_one(session: Session, request: DecodeRequest):
     """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way)."""
-    decoder, prompt_ids = request.build()
+    decoder, prompt_ids = build_decoder(request)
     steps = decoder.steps(prompt_ids)
     for _ in steps:
         if session.compare_stop:
@@ -113,7 +116,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             try:
                 result = _run_one(session, request)
             except UserError as e:
-                if request.drafter == "none":
+                if not request.drafter_class.drafts:
                     raise
                 skipped.append(t("cmp.skipped", lang_value, label=request.label(), reason=e))
                 continue
@@ -125,7 +128,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             identical = result.tokens == baseline.tokens if request.temperature == 0 else None
             row = CompareRow(request.label(), result, speedup, identical if i > 0 else None)
             session.compare_rows.append(row)
-            if request.drafter != "none":
+            if request.drafter_class.drafts:
                 session.points.append(measured_point(row.label, result, speedup))
             yield view.render(session, lang_value)
         done = t("cmp.done", lang_value, n=len(session.compare_rows))

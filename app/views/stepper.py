@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from core.api import DRAFTER_NAMES
 
-from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, ModelPolicy, run_request
+from ..controls import DRAFTER_NAMES, MAX_TEMPERATURE, ModelPolicy, run_request, takes_option
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -75,7 +74,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             with gr.Row():
                 k = labels(gr.Number(4, label=labels.text("ctl.k"), elem_id="step-k"), label="ctl.k")
                 width = labels(gr.Number(1, label=labels.text("ctl.width"), elem_id="step-width"), label="ctl.width")
-            with gr.Row(visible=default_drafter in EAGLE_DRAFTERS) as eagle_row:
+            with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
                 eagle_nodes = labels(gr.Number(16, label=labels.text("ctl.eagle_n"), info=labels.text("ctl.eagle_n_info"),
                                                precision=0, elem_id="step-eagle-n"),
                                      label="ctl.eagle_n", info="ctl.eagle_n_info")
@@ -173,6 +172,6 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     pause_btn.click(on_pause, [lang, state], outputs, api_name="pause", concurrency_limit=None)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="stop", concurrency_limit=None)
     reset_btn.click(on_reset, [lang, state], outputs, api_name="reset", concurrency_limit=None)
-    drafter.change(lambda name: gr.update(visible=name in EAGLE_DRAFTERS), drafter, eagle_row,
+    drafter.change(lambda name: gr.update(visible=takes_option(name, "eagle_nodes")), drafter, eagle_row,
                    api_visibility="private")
     return view

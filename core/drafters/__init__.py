@@ -1,29 +1,48 @@
-"""Drafters, chosen by name from one registry. Each subclasses ``base.Drafter``."""
+"""Drafters, chosen by name from one registry. Each subclasses ``base.Drafter`` and owns its
+options (``Drafter.Options``); a new drafter is one module plus one line in ``DRAFTERS``."""
 from __future__ import annotations
 
+from functools import cache
+
+from pydantic.fields import FieldInfo
+
 from ..errors import UserError
-from .base import DraftShape, Drafter, ProposeContext
+from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
 from .draft_model import DraftModelDrafter
 from .eagle import Eagle3Drafter, EagleDrafter
 from .medusa import MedusaDrafter
 from .ngram import NgramDrafter
 from .none import NoDrafter
 
-DRAFTERS: dict[str, type] = {
-    "none": NoDrafter,
-    "draft": DraftModelDrafter,
-    "ngram": NgramDrafter,
-    "medusa": MedusaDrafter,
-    "eagle": EagleDrafter,
-    "eagle3": Eagle3Drafter,
+DRAFTERS: dict[str, type[Drafter]] = {
+    cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter)
 }
-NEEDS_DRAFT_MODEL = {"draft"}
+BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedups are measured against
 
 
-def drafter_class(name: str) -> type:
-    if name not in DRAFTERS:
-        raise UserError(f"unknown drafter {name!r}: use one of {', '.join(DRAFTERS)}")
-    return DRAFTERS[name]
+def lookup(name: str) -> tuple[type[Drafter], dict]:
+    """The drafter class a name asks for, and the options the name fixes (``draft-xs``: size xs)."""
+    for cls in DRAFTERS.values():
+        if name in cls.names():
+            return cls, dict(cls.aliases.get(name, {}))
+    names = ", ".join(n for cls in DRAFTERS.values() for n in cls.names())
+    raise UserError(f"unknown drafter {name!r}: use one of {names}")
 
 
-__all__ = ["DRAFTERS", "NEEDS_DRAFT_MODEL", "DraftShape", "Drafter", "ProposeContext", "drafter_class"]
+@cache
+def option_fields() -> dict[str, FieldInfo]:
+    """Every drafter option by field name (first definition), for flags and recorded settings."""
+    fields: dict[str, FieldInfo] = {}
+    for cls in DRAFTERS.values():
+        for name, info in cls.Options.model_fields.items():
+            fields.setdefault(name, info)
+    return fields
+
+
+def option_owners(field_name: str) -> list[str]:
+    """The drafters that take option ``field_name``."""
+    return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
+
+
+__all__ = ["BASELINE", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions", "ProposeContext", "lookup",
+           "option_fields", "option_owners"]

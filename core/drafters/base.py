@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
 import torch
+from pydantic import BaseModel, ConfigDict
 
 from ..errors import UserError
 from ..tree import DraftTree
+
+if TYPE_CHECKING:
+    from ..models import LoadedModel, Preset
 
 MAX_WIDTH = 8
 MAX_DEPTH = 16
@@ -29,12 +35,16 @@ class DraftShape:
         if tree is None or tree == "":
             shape = cls(1, _as_int(k, "k"))
         elif isinstance(tree, str):
+            if len(tree) > 16:
+                raise UserError(f"--tree must look like WIDTHxDEPTH, e.g. 2x3 (got {tree[:16]!r}...)")
             parts = tree.lower().split("x")
             if len(parts) != 2:
                 raise UserError(f"--tree must look like WIDTHxDEPTH, e.g. 2x3 (got {tree!r})")
             shape = cls(_as_int(parts[0], "tree width"), _as_int(parts[1], "tree depth"))
-        else:
+        elif isinstance(tree, (tuple, list)) and len(tree) == 2:
             shape = cls(_as_int(tree[0], "tree width"), _as_int(tree[1], "tree depth"))
+        else:
+            raise UserError(f"tree must be \"WIDTHxDEPTH\" or (width, depth) (got {tree!r})")
         shape.validate(full_tree)
         return shape
 
@@ -52,15 +62,51 @@ class DraftShape:
                 f"a {self.width}x{self.depth} tree has {self.num_nodes} nodes; at most {MAX_TREE_NODES} are allowed"
             )
 
+    @property
+    def tree_text(self) -> str | None:
+        """"WxD" for a tree, None for a chain (how a run's settings record it)."""
+        return None if self.width == 1 else f"{self.width}x{self.depth}"
+
     def __str__(self) -> str:
         return f"chain k={self.depth}" if self.width == 1 else f"tree {self.width}x{self.depth}"
 
 
 def _as_int(value, what: str) -> int:
-    try:
+    """A whole number from an int, an integral float or a string of digits; anything else is a UserError."""
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         return int(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{what} must be an integer (got {value!r})") from None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise UserError(f"{what} must be a whole number (got {value!r})")
+
+
+class DrafterOptions(BaseModel):
+    """A drafter's own options: each drafter module subclasses this with its fields, defaults,
+    limits (pydantic ``Field(ge=, le=)``) and help (``description``). The CLI's flags, the app's
+    limits and the run's recorded settings are all read off these classes; a field's name is its
+    flag (``ngram_n`` -> ``--ngram-n``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def labels(self) -> list[str]:
+        """Parts of a run's label that name these options (e.g. ``N=24``); none by default."""
+        return []
+
+
+@dataclass(frozen=True)
+class DrafterInputs:
+    """What a drafter may build itself from, besides its options."""
+
+    target: "LoadedModel"
+    shape: DraftShape | None  # None for a drafter that drafts nothing
+    block_size: int  # KV block size for a cache of its own
+    preset: "Preset"
+    draft_ref: str | None  # a draft model folder / hub id given in place of the preset's
+    load_model: Callable[[str], "LoadedModel"]  # cached, on the run's device, with its remote-code policy
 
 
 @dataclass(frozen=True)
@@ -79,15 +125,29 @@ class Drafter:
     """
 
     name: str = ""
+    Options: type[DrafterOptions] = DrafterOptions
+    aliases: dict[str, dict] = {}  # names -> options they fix, e.g. "draft-xs" -> draft_size "xs" (own name included)
+    drafts = True  # False for the baseline that never drafts
+    uses_draft_model = False  # True: it reads the run's draft model (the ``draft`` reference)
     model_path: str | None = None  # the draft model folder, when there is one
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
     # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
     drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
 
-    def __init__(self, shape: DraftShape | None = None, **_):
+    def __init__(self, shape: DraftShape | None = None):
         self.shape = shape
         self.max_nodes = shape.num_nodes if shape else 0  # the largest tree it can propose
         self.forwards = 0  # drafting forwards this run
+
+    @classmethod
+    def build(cls, options: DrafterOptions, inputs: DrafterInputs) -> "Drafter":
+        """The drafter for one run, from its validated options."""
+        return cls(inputs.shape)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The names a run may ask for this drafter by: its own and its ``aliases``, in display order."""
+        return tuple(cls.aliases) if cls.aliases else (cls.name,)
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         """Begin a run; ``capacity_tokens`` bounds the tokens a cache must hold."""

@@ -11,12 +11,41 @@ target accepted keep their slots, the rest are released.
 """
 from __future__ import annotations
 
-import torch
+from pathlib import Path
+from typing import Literal
 
+import torch
+from pydantic import Field
+
+from ..errors import UserError
 from ..forward import chain_parents, forward_segment
 from ..kv_cache import PagedKVCache, RequestKV
+from ..models import check_same_tokenizer
 from ..tree import DraftTree
-from .base import DraftShape, Drafter, ProposeContext, pick_children
+from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext, pick_children
+
+SIZE_FOLDERS = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
+
+
+class DraftOptions(DrafterOptions):
+    draft_size: Literal["xs", "s", "l"] | None = Field(
+        None, description="which of the preset's draft models (default: s, the preset's draft)")
+
+
+def draft_model_path(options: DraftOptions, inputs: DrafterInputs) -> str:
+    """The draft model to load: the ``draft`` reference, a sized sibling of the preset's draft, or the preset's."""
+    preset = inputs.preset
+    if options.draft_size is not None:
+        if inputs.draft_ref:
+            raise UserError("pass either --draft PATH or --draft-size, not both")
+        folder = Path(preset.draft).parent / SIZE_FOLDERS[options.draft_size] if preset.draft else None
+        if folder is None or not (folder / "config.json").is_file():
+            raise UserError(f"preset {preset.name!r} has no draft of size {options.draft_size!r}")
+        return str(folder)
+    path = inputs.draft_ref or preset.draft
+    if path is None:
+        raise UserError(f"drafter 'draft' needs a draft model: pass --draft PATH for preset {preset.name!r}")
+    return path
 
 
 def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -29,8 +58,17 @@ def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 class DraftModelDrafter(Drafter):
     name = "draft"
+    Options = DraftOptions
+    aliases = {"draft-xs": {"draft_size": "xs"}, "draft": {}, "draft-l": {"draft_size": "l"}}
+    uses_draft_model = True
 
-    def __init__(self, shape: DraftShape, draft, vocab_size: int, block_size: int = 16, **_):
+    @classmethod
+    def build(cls, options: DraftOptions, inputs: DrafterInputs) -> "DraftModelDrafter":
+        draft = inputs.load_model(draft_model_path(options, inputs))
+        check_same_tokenizer(inputs.target, draft)
+        return cls(inputs.shape, draft, inputs.target.vocab_size, inputs.block_size)
+
+    def __init__(self, shape: DraftShape, draft, vocab_size: int, block_size: int = 16):
         super().__init__(shape)
         self.draft = draft  # models.LoadedModel
         self.model_path = draft.path

@@ -30,12 +30,23 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import UserError
 from ..kv_cache import PagedKVCache, RequestKV
 from ..tree import DraftTree
-from .base import MAX_TREE_NODES, DraftShape, Drafter, ProposeContext
+from pydantic import Field
+
+from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext
 from .eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
-from .learned import default_folder, load_folder
+from .learned import LearnedOptions, default_folder, load_folder
+
+
+class EagleOptions(LearnedOptions):
+    eagle_nodes: int | None = Field(
+        None, ge=1, le=MAX_TREE_NODES,
+        description="nodes kept for the verify after EAGLE-2's expansion (default: the full WIDTHxDEPTH tree's "
+                    f"size, at most {MAX_TREE_NODES})")
+
+    def labels(self) -> list[str]:
+        return [] if self.eagle_nodes is None else [f"N={self.eagle_nodes}"]
 
 
 @dataclass
@@ -98,8 +109,14 @@ class EagleDrafter(Drafter):
     name = "eagle"
     drafts_full_tree = False
 
+    Options = EagleOptions
+
+    @classmethod
+    def build(cls, options: EagleOptions, inputs: DrafterInputs) -> "EagleDrafter":
+        return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes)
+
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
-                 eagle_nodes: int | None = None, **_):
+                 eagle_nodes: int | None = None):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
         config, state = load_folder(folder, self.name, target.model)
@@ -115,9 +132,7 @@ class EagleDrafter(Drafter):
         self.depth = shape.depth
         self.top_k = shape.width  # DraftShape.parse keeps it within 1..MAX_WIDTH
         scored = self.top_k + (self.depth - 1) * self.top_k**2
-        self.num_nodes = int(eagle_nodes or min(shape.num_nodes, scored, MAX_TREE_NODES))
-        if not 1 <= self.num_nodes <= MAX_TREE_NODES:
-            raise UserError(f"eagle nodes must be between 1 and {MAX_TREE_NODES} (got {self.num_nodes})")
+        self.num_nodes = eagle_nodes if eagle_nodes is not None else min(shape.num_nodes, scored, MAX_TREE_NODES)
         self.max_nodes = self.num_nodes
         self.kv: RequestKV | None = None
         self.last_expansion: Expansion | None = None

@@ -16,7 +16,18 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from pydantic import Field
+
 from ..errors import UserError
+from .base import DrafterOptions
+
+
+class LearnedOptions(DrafterOptions):
+    """Options of every drafter with trained weights of its own."""
+
+    drafter_weights: str | None = Field(
+        None, min_length=1, max_length=1000,
+        description="medusa/eagle/eagle3 weights folder (default: the one next to the target)")
 
 
 def default_folder(target_path: str, kind: str) -> Path:

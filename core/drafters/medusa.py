@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from pydantic import Field, field_validator
 from torch.nn import functional as F
 
 from ..errors import UserError
 from ..tree import DraftTree
-from .base import MAX_TREE_NODES, DraftShape, Drafter, ProposeContext, pick_children
-from .learned import default_folder, load_folder
+from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext, pick_children
+from .learned import LearnedOptions, default_folder, load_folder
 
 MAX_RANK = 32
 
@@ -101,8 +102,10 @@ def parse_choices(spec) -> Choices:
         except json.JSONDecodeError:
             raise UserError(f"medusa choices must be JSON like [[0], [1], [0, 0]] (got {spec!r})") from None
     try:
-        paths = sorted({tuple(int(r) for r in path) for path in spec}, key=lambda p: (len(p), p))
-    except (TypeError, ValueError):
+        if not isinstance(spec, (list, tuple)) or not all(isinstance(path, (list, tuple)) for path in spec):
+            raise TypeError("not a list of lists")
+        paths = sorted({tuple(_rank(r) for r in path) for path in spec}, key=lambda p: (len(p), p))
+    except (TypeError, ValueError, OverflowError):
         raise UserError("medusa choices must be a list of lists of ranks, e.g. [[0], [1], [0, 0]]") from None
     if not paths or len(paths) > MAX_TREE_NODES:
         raise UserError(f"medusa choices must hold between 1 and {MAX_TREE_NODES} paths (got {len(paths)})")
@@ -113,6 +116,29 @@ def parse_choices(spec) -> Choices:
         if len(path) > 1 and path[:-1] not in known:
             raise UserError(f"medusa path {list(path)} has no parent {list(path[:-1])} in the choices")
     return tuple(paths)
+
+
+def _rank(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"rank {value!r} is not a whole number")
+    return value
+
+
+class MedusaOptions(LearnedOptions):
+    medusa_choices: str | None = Field(
+        None, max_length=20_000,
+        description='medusa tree: "tuned" (chosen at training) or paths of ranks, e.g. "[[0], [1], [0, 0]]" '
+                    "(default: the --k/--tree shape)")
+
+    @field_validator("medusa_choices")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        if value not in (None, "tuned"):
+            try:
+                parse_choices(value)
+            except UserError as e:
+                raise ValueError(str(e)) from None
+        return value
 
 
 def choices_for_shape(shape: DraftShape, num_heads: int) -> Choices:
@@ -160,7 +186,13 @@ class MedusaDrafter(Drafter):
     name = "medusa"
     hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
 
-    def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None, **_):
+    Options = MedusaOptions
+
+    @classmethod
+    def build(cls, options: "MedusaOptions", inputs: DrafterInputs) -> "MedusaDrafter":
+        return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices)
+
+    def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None):
         super().__init__(shape)
         folder = weights or default_folder(target.path, "medusa")
         config, state = load_folder(folder, "medusa", target.model)

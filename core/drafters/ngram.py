@@ -8,21 +8,28 @@ recursive rejection rule then stays exact.
 from __future__ import annotations
 
 import torch
+from pydantic import Field
 
-from ..errors import UserError
 from ..tree import DraftTree
-from .base import DraftShape, Drafter, ProposeContext
+from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
+
+
+class NgramOptions(DrafterOptions):
+    ngram_n: int = Field(3, ge=1, le=8, description="longest n-gram the ngram drafter matches")
 
 
 class NgramDrafter(Drafter):
     name = "ngram"
+    Options = NgramOptions
 
-    def __init__(self, shape: DraftShape, vocab_size: int, max_ngram: int = 3, **_):
-        if not 1 <= max_ngram <= 8:
-            raise UserError(f"ngram size must be between 1 and 8 (got {max_ngram})")
+    def __init__(self, shape: DraftShape, vocab_size: int, max_ngram: int = 3):
         super().__init__(shape)
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
+
+    @classmethod
+    def build(cls, options: NgramOptions, inputs: DrafterInputs) -> "NgramDrafter":
+        return cls(inputs.shape, inputs.target.vocab_size, options.ngram_n)
 
     def continuations(self, tokens: list[int], depth: int) -> list[list[int]]:
         """Up to ``width`` continuations of the longest suffix n-gram that occurred before, newest first."""

@@ -1,11 +1,16 @@
 """``none``: propose nothing, so every step is one plain target forward (the baseline)."""
 from __future__ import annotations
 
-from .base import Drafter
+from .base import Drafter, DrafterInputs, DrafterOptions
 
 
 class NoDrafter(Drafter):
     name = "none"
+    drafts = False
 
-    def __init__(self, **_):
+    def __init__(self):
         super().__init__(shape=None)
+
+    @classmethod
+    def build(cls, options: DrafterOptions, inputs: DrafterInputs) -> "NoDrafter":
+        return cls()

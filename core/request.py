@@ -1,0 +1,177 @@
+"""``DecodeRequest``: one typed, validated object per run.
+
+Everything a run is set up from -- the prompt, the models, the drafter and its own options, the
+draft shape, the decode settings -- lives here and is checked once, at the boundary. The CLI's
+``generate`` flags, the app's controls and limits, the run's recorded ``settings``, trace headers
+and labels are all derived from it (and from each drafter's ``Options``).
+
+    request = DecodeRequest.of("我爱", preset="tiny", drafter="eagle3", tree="4x5", eagle_nodes=24)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from .drafters import DRAFTERS, Drafter, DraftShape, DrafterOptions, lookup, option_fields, option_owners
+from .engine import DecodeSettings
+from .errors import UserError
+
+MAX_PROMPT_CHARS = 100_000  # the context check after tokenising is the real limit; this bounds the work before it
+MAX_NEW_TOKENS = 4096
+MAX_TEMPERATURE = 10.0
+MAX_SEED = 2**63 - 1
+MAX_BLOCK_SIZE = 256
+MAX_MODEL_REF = 1000
+
+
+def _no_bool(value):
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+def _utf8_text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("the prompt is empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the prompt is not valid UTF-8 text") from None
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_no_bool)]
+Float = Annotated[float, BeforeValidator(_no_bool)]
+Prompt = Annotated[str, Field(max_length=MAX_PROMPT_CHARS), AfterValidator(_utf8_text)]
+ModelRef = Annotated[str, Field(min_length=1, max_length=MAX_MODEL_REF)]
+
+
+class DecodeRequest(BaseModel):
+    """A whole run's set-up. Build it with ``DecodeRequest.of(...)`` (flat keyword options, as the
+    CLI and ``core.generate`` take them) or directly; any bad value is a ``UserError`` naming the field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    prompt: Prompt
+    preset: ModelRef = Field("tiny", description="tiny, gemma-270m, a local model folder, or a hub id")
+    target: ModelRef | None = Field(None, description="target model folder or hub id (overrides the preset's)")
+    draft: ModelRef | None = Field(None, description="draft model folder or hub id, for drafters that read one "
+                                                     "(overrides the preset's)")
+    drafter: str = Field("draft", description="a drafter name (core.drafters)")
+    options: DrafterOptions = Field(default_factory=DrafterOptions)  # the drafter's own ``Options``
+    shape: DraftShape = DraftShape(1, 4)
+    max_new_tokens: Int = Field(64, ge=1, le=MAX_NEW_TOKENS, description="how many new tokens to decode")
+    temperature: Float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False,
+                               description="0 = greedy; > 0 = speculative sampling")
+    seed: Int = Field(0, ge=0, le=MAX_SEED, description="sampling seed (runs are reproducible from it)")
+    block_size: Int = Field(16, ge=1, le=MAX_BLOCK_SIZE, description="KV cache block size in tokens")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d{1,2})?)$",
+                        description="auto (CUDA if available), cpu or cuda")
+    trust_remote_code: Annotated[bool, Field(strict=True)] = Field(
+        False, description="allow model code shipped with the model folder / hub repo")
+
+    @model_validator(mode="after")
+    def _drafter_fits(self) -> "DecodeRequest":
+        cls, _ = lookup(self.drafter)
+        if not isinstance(self.options, cls.Options):
+            raise ValueError(f"drafter {self.drafter!r} takes {cls.Options.__name__}, not {type(self.options).__name__}")
+        self.shape.validate(cls.drafts_full_tree)
+        return self
+
+    # ---- construction from flat options ---------------------------------------------------------
+    @classmethod
+    def of(cls, prompt: str, preset: str = "tiny", drafter: str = "draft", k: int = 4, tree=None,
+           **flat: Any) -> "DecodeRequest":
+        """From flat keyword options: request fields (``max_new_tokens``, ``temperature``, ...), the
+        shape as ``k`` / ``tree`` ("WxD" or (W, D)) and the drafter's own options by field name
+        (a drafter option left ``None`` takes its default, as an unset command-line flag does)."""
+        if not isinstance(drafter, str):
+            raise UserError(f"drafter must be a name (got {drafter!r})")
+        drafter_cls, fixed = lookup(drafter)
+        own = {name: flat.pop(name) for name in list(flat) if name in option_fields()}
+        unknown = set(flat) - set(cls.model_fields)
+        if unknown:
+            raise UserError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        options = _drafter_options(drafter, drafter_cls, fixed, {k_: v for k_, v in own.items() if v is not None})
+        shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
+        return cls.checked(prompt=prompt, preset=preset, drafter=drafter, options=options, shape=shape, **flat)
+
+    @classmethod
+    def checked(cls, **fields: Any) -> "DecodeRequest":
+        """``DecodeRequest(**fields)`` with a validation failure turned into a UserError."""
+        try:
+            return cls(**fields)
+        except ValidationError as e:
+            raise UserError(validation_message(e)) from None
+
+    # ---- what is derived from it ----------------------------------------------------------------
+    @property
+    def drafter_class(self) -> type[Drafter]:
+        return lookup(self.drafter)[0]
+
+    def decode_settings(self, record: bool = True) -> DecodeSettings:
+        return DecodeSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.seed,
+                              block_size=self.block_size, record=record)
+
+    def settings(self, settings: DecodeSettings) -> dict[str, Any]:
+        """The run's recorded ``settings``: decode settings, shape, and every drafter option (None
+        where this drafter has no such option)."""
+        return {
+            **asdict(settings),
+            "k": self.shape.depth,
+            "tree": self.shape.tree_text,
+            **dict.fromkeys(option_fields()),
+            **self.options.model_dump(),
+        }
+
+    def label(self) -> str:
+        """A short name for tables and legends, e.g. ``eagle3 · tree 4x5 · N=24``."""
+        if not self.drafter_class.drafts:
+            return self.drafter
+        shape = f"tree {self.shape.tree_text}" if self.shape.width > 1 else f"k={self.shape.depth}"
+        return " · ".join([self.drafter, shape, *self.options.labels()])
+
+
+def _drafter_options(name: str, drafter_cls: type[Drafter], fixed: dict, given: dict) -> DrafterOptions:
+    """The drafter's ``Options`` from the options given, refusing options of other drafters and
+    ones that contradict what the drafter's name fixes (``draft-xs`` fixes ``draft_size``)."""
+    own_fields = drafter_cls.Options.model_fields
+    for field_name in given:
+        if field_name not in own_fields:
+            owners = " or ".join(option_owners(field_name))
+            raise UserError(f"--{flag(field_name)} applies to --drafter {owners}, not {name}")
+    for field_name, value in fixed.items():
+        if given.get(field_name, value) != value:
+            raise UserError(f"--drafter {name} already sets --{flag(field_name)} {value}; "
+                            f"drop --{flag(field_name)} {given[field_name]}")
+    try:
+        return drafter_cls.Options(**{**given, **fixed})
+    except ValidationError as e:
+        raise UserError(validation_message(e)) from None
+
+
+def flag(field_name: str) -> str:
+    """A field's command-line spelling: ``eagle_nodes`` -> ``eagle-nodes``."""
+    return field_name.replace("_", "-")
+
+
+def validation_message(error: ValidationError) -> str:
+    """One line per failing field: ``field: what is wrong (got value)``."""
+    lines = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "request"
+        message = item["msg"].removeprefix("Value error, ")
+        got = item.get("input")
+        shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+        lines.append(f"{where}: {message}" + ("" if item["type"] == "missing" else f" (got {shown})"))
+    return "; ".join(lines)
+
+
+def drafter_names() -> list[str]:
+    """Every name a run may ask for, in the order the app shows them."""
+    return [name for cls in DRAFTERS.values() for name in cls.names()]
+
+
+__all__ = ["DecodeRequest", "drafter_names", "flag", "validation_message"]
