@@ -201,5 +201,6 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
     if 1 + len(drafters) * len(shape_list) > MAX_COMPARE_RUNS:
         raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list), limit=MAX_COMPARE_RUNS))
     requests = [request(lang, policy, BASELINE, target, draft, k=1, **base)]
-    requests += [request(lang, policy, d, target, draft, k=k, tree=tree, **base) for d in drafters for k, tree in shape_list]
+    requests += [request(lang, policy, name, target, draft, k=k, tree=tree, **base)
+                 for name in drafters for k, tree in shape_list]
     return requests

@@ -21,6 +21,14 @@ class Labels:
         self._entries.append((component, keys))
         return component
 
+    def make(self, component_cls, *args, label: str | None = None, info: str | None = None,
+             text: str | None = None, **kwargs):
+        """Build and register ``component_cls(*args, **kwargs)`` whose ``label``, ``info`` and
+        ``text`` (its value) are i18n keys: translated now and on every language switch, so each
+        key is written once per component."""
+        keys = {attr: key for attr, key in (("label", label), ("info", info), ("value", text)) if key is not None}
+        return self(component_cls(*args, **kwargs, **{attr: self.text(key) for attr, key in keys.items()}), **keys)
+
     def text(self, key: str, **fields) -> str:
         """A text in the page's first language, for building components."""
         return t(key, self.lang, **fields)

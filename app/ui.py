@@ -39,25 +39,24 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
     with gr.Blocks(title=t("app.title", lang)) as demo:
         state = gr.State(None, delete_callback=close_session)
         with gr.Row(equal_height=True):
-            labels(gr.Markdown(t("app.header", lang), elem_id="app-header"), value="app.header")
+            labels.make(gr.Markdown, text="app.header", elem_id="app-header")
             lang_radio = gr.Radio(LANG_CHOICES, value=lang, show_label=False, elem_id="lang-toggle",
                                   container=False, scale=0, min_width=200)
         with gr.Tabs() as tabs:
-            with labels(gr.Tab(t("tab.step", lang), id="step", elem_id="tab-step"), label="tab.step"):
+            with labels.make(gr.Tab, label="tab.step", id="step", elem_id="tab-step"):
                 step_view = stepper.build(labels, state, lang_radio, presets, default_preset, drafter,
                                           policy)
-            with labels(gr.Tab(t("tab.compare", lang), id="compare", elem_id="tab-compare"), label="tab.compare"):
+            with labels.make(gr.Tab, label="tab.compare", id="compare", elem_id="tab-compare"):
                 compare_view = compare.build(labels, state, lang_radio, presets, default_preset, policy)
-            with labels(gr.Tab(t("tab.classroom", lang), id="classroom", elem_id="tab-classroom"),
-                        label="tab.classroom"):
+            with labels.make(gr.Tab, label="tab.classroom", id="classroom", elem_id="tab-classroom"):
                 class_view = classroom.build(labels, state, lang_radio, presets, default_preset)
-            with labels(gr.Tab(t("tab.worth", lang), id="worth", elem_id="tab-worth"), label="tab.worth") as worth_tab:
+            with labels.make(gr.Tab, label="tab.worth", id="worth", elem_id="tab-worth") as worth_tab:
                 worth_view = worth.build(labels, state, lang_radio, worth_tab)
-            with labels(gr.Tab(t("tab.replay", lang), id="replay", elem_id="tab-replay"), label="tab.replay"):
+            with labels.make(gr.Tab, label="tab.replay", id="replay", elem_id="tab-replay"):
                 replay_view = replay.build(labels, state, lang_radio)
-            with labels(gr.Tab(t("tab.batch", lang), id="batch", elem_id="tab-batch"), label="tab.batch"):
+            with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
                 batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
-        labels(gr.Markdown(t("app.footer", lang), elem_id="app-footer"), value="app.footer")
+        labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
         status = step_view.status

@@ -181,7 +181,8 @@ def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft"
     if not prompts:
         raise UserError("a batch needs at least one prompt")
     requests = [DecodeRequest.of(p, preset, drafter, **options) for p in prompts]
-    built = [build_decoder(r.model_copy(update={"seed": (r.seed + i) % (MAX_SEED + 1)})) for i, r in enumerate(requests)]
+    built = [build_decoder(r.model_copy(update={"seed": (r.seed + i) % (MAX_SEED + 1)}))
+             for i, r in enumerate(requests)]
     return BatchDecoder([d for d, _ in built], [ids for _, ids in built])
 
 

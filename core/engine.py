@@ -318,7 +318,7 @@ class SpeculativeDecoder:
         draft_kv = self.drafter.kv_summary()
         expansion = self.drafter.expansion()
         if expansion is not None:
-            expansion["texts"] = [text.piece(t) for t in expansion["tokens"]]
+            expansion = expansion.record([text.piece(t) for t in expansion.tokens])
         return StepRecord(
             step=o.step,
             root=TokenRecord(o.root, text.piece(o.root), "root"),

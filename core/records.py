@@ -51,6 +51,20 @@ class KVStepRecord:
 
 
 @dataclass(frozen=True)
+class ExpansionRecord:
+    """EAGLE-2's whole scored tree of one step, before pruning (candidate order: depth by depth)."""
+
+    tokens: list[int]
+    texts: list[str]
+    parents: list[int]  # candidate index, -1 = the root
+    depths: list[int]
+    probs: list[float]  # draft probability given the parent
+    scores: list[float]  # cumulative log draft probability, what EAGLE-2 ranks by
+    expanded: list[bool]  # fed to the drafter to get children
+    kept_as: list[int]  # index in the step's ``nodes``, or -1 if pruned
+
+
+@dataclass(frozen=True)
 class StepRecord:
     step: int  # 0-based
     root: TokenRecord  # the last committed token the tree hangs from
@@ -65,9 +79,7 @@ class StepRecord:
     draft_s: float
     verify_s: float
     finished: bool
-    # EAGLE-2: every node scored before pruning (tokens, texts, parents, depths, probs, scores,
-    # expanded, kept_as -> index in ``nodes`` or -1); None for drafters that do not prune
-    expansion: dict[str, list] | None = None
+    expansion: ExpansionRecord | None = None  # EAGLE-2's tree before pruning; None for drafters that do not prune
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
@@ -81,6 +93,8 @@ class StepRecord:
         data["emitted"] = [TokenRecord(**_known_fields(TokenRecord, t)) for t in data["emitted"]]
         data["nodes"] = [NodeRecord(**_known_fields(NodeRecord, n)) for n in data["nodes"]]
         data["kv"] = KVStepRecord(**_known_fields(KVStepRecord, data["kv"]))
+        if data.get("expansion") is not None:
+            data["expansion"] = ExpansionRecord(**_known_fields(ExpansionRecord, data["expansion"]))
         return cls(**data)
 
 

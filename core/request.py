@@ -76,7 +76,8 @@ class DecodeRequest(BaseModel):
     def _drafter_fits(self) -> "DecodeRequest":
         cls, _ = lookup(self.drafter)
         if not isinstance(self.options, cls.Options):
-            raise ValueError(f"drafter {self.drafter!r} takes {cls.Options.__name__}, not {type(self.options).__name__}")
+            raise ValueError(f"drafter {self.drafter!r} takes {cls.Options.__name__}, "
+                             f"not {type(self.options).__name__}")
         self.shape.validate(cls.drafts_full_tree)
         return self
 

@@ -1,14 +1,22 @@
 """Shared fixtures: the shipped tiny family, and small random models built in the test."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny"
+
+# Property-based tests: a few hundred examples per boundary in CI; SDLAB_THOROUGH=1 (the opt-in
+# tier) runs thousands.
+settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("thorough" if os.environ.get("SDLAB_THOROUGH") == "1" else "ci")
 
 
 @pytest.fixture(scope="module")

@@ -145,7 +145,8 @@ def test_nodes_name_their_head_or_depth_and_the_expansion_is_kept(target):
         node = step.nodes[expansion.kept_as[i]]
         assert node.token == expansion.tokens[i] and node.depth == expansion.depths[i]
         assert node.draft_prob == pytest.approx(expansion.probs[i], abs=1e-6)
-    assert set(expansion.to_dict()) == {"tokens", "parents", "depths", "probs", "scores", "expanded", "kept_as"}
+    assert step.expansion.tokens == expansion.tokens and step.expansion.kept_as == expansion.kept_as
+    assert len(step.expansion.texts) == len(expansion.tokens)
 
 
 def test_weights_for_another_target_are_refused(random_llama):
@@ -253,20 +254,20 @@ def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_
     assert data["draft"].endswith("eagle3")
     step = read_trace(trace).steps[0]
     expansion = step.expansion
-    assert len(step.nodes) == 24 < len(expansion["tokens"]) == len(expansion["texts"])
-    for i, node in enumerate(expansion["kept_as"]):
+    assert len(step.nodes) == 24 < len(expansion.tokens) == len(expansion.texts)
+    for i, node in enumerate(expansion.kept_as):
         if node >= 0:
-            assert step.nodes[node].token == expansion["tokens"][i]
+            assert step.nodes[node].token == expansion.tokens[i]
 
 
 @pytest.mark.parametrize("options,message", [
     (dict(drafter="ngram", draft_size="xs"), "--draft-size applies"),
-    (dict(drafter="draft", draft_size="xxl"), "unknown draft size"),
+    (dict(drafter="draft", draft_size="xxl"), "draft_size: Input should be 'xs', 's' or 'l'"),
     (dict(drafter="draft", draft_size="xs", draft="assets/tiny/draft"), "not both"),
-    (dict(drafter="draft", drafter_weights="assets/tiny/eagle"), "learned drafters"),
+    (dict(drafter="draft", drafter_weights="assets/tiny/eagle"), "--drafter-weights applies to --drafter medusa"),
     (dict(drafter="eagle", medusa_choices="tuned"), "--medusa-choices applies"),
     (dict(drafter="medusa", eagle_nodes=8), "--eagle-nodes applies"),
-    (dict(drafter="eagle", eagle_nodes=500), "eagle nodes must be between"),
+    (dict(drafter="eagle", eagle_nodes=500), "eagle_nodes: Input should be less than or equal to 128"),
     (dict(drafter="eagle", drafter_weights="assets/tiny/medusa"), "not 'eagle'"),
     (dict(drafter="medusa", medusa_choices="[[0], [0, 0], [0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0, 0]]"), "4 heads"),
 ])
@@ -289,5 +290,5 @@ def test_each_draft_size_is_its_own_model():
     assert sizes["xs"] < sizes["s"] < sizes["l"]
     by_name, _ = build_decoder(DecodeRequest.of("我爱", "tiny", "draft-l"))  # the name picks the size too
     assert by_name.drafter.model_path.endswith("draft-l") and by_name.run_info["settings"]["draft_size"] == "l"
-    with pytest.raises(UserError, match="already picks draft size"):
+    with pytest.raises(UserError, match="already sets --draft-size xs"):
         build_decoder(DecodeRequest.of("我爱", "tiny", "draft-xs", draft_size="l"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from core.records import NodeRecord, StepRecord, TokenRecord
+from core.records import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
 from ..palette import COLORS, visible
@@ -50,11 +50,11 @@ def _boxes(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord |
     return boxes
 
 
-def _pruned_boxes(expansion: dict | None) -> list[_Box]:
+def _pruned_boxes(expansion: ExpansionRecord | None) -> list[_Box]:
     """The candidates EAGLE-2 scored and cut, hung under their (kept or cut) parents."""
     if not expansion:
         return []
-    kept_as, parents = expansion["kept_as"], expansion["parents"]
+    kept_as, parents = expansion.kept_as, expansion.parents
     cut = [i for i, node in enumerate(kept_as) if node < 0]
     if not cut or len(cut) > MAX_DRAWN_PRUNED:
         return []
@@ -62,8 +62,8 @@ def _pruned_boxes(expansion: dict | None) -> list[_Box]:
     def key(i: int) -> int:
         return ROOT if i < 0 else (kept_as[i] if kept_as[i] >= 0 else PRUNED + i)
 
-    return [_Box(PRUNED + i, key(parents[i]), expansion["depths"][i], expansion["texts"][i], "pruned",
-                 draft_prob=expansion["probs"][i], score=expansion["scores"][i]) for i in cut]
+    return [_Box(PRUNED + i, key(parents[i]), expansion.depths[i], expansion.texts[i], "pruned",
+                 draft_prob=expansion.probs[i], score=expansion.scores[i]) for i in cut]
 
 
 def _rows(boxes: list[_Box]) -> dict[int, float]:
@@ -136,7 +136,7 @@ def tree_figure(record: StepRecord, lang: str) -> go.Figure:
 
 
 def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None, lang: str, title: str,
-              *, show_probs: bool = True, expansion: dict | None = None) -> go.Figure:
+              *, show_probs: bool = True, expansion: ExpansionRecord | None = None) -> go.Figure:
     """A draft tree under ``root`` with the target's ``next_token`` (None: not verified yet).
 
     ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom.

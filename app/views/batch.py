@@ -81,28 +81,21 @@ def _quiet(_: str) -> None:
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> BatchView:
-    labels(gr.Markdown(labels.text("batch.intro")), value="batch.intro")
+    labels.make(gr.Markdown, text="batch.intro")
     with gr.Row():
-        upload = labels(gr.File(label=labels.text("batch.upload"), file_types=[".json"], elem_id="batch-upload",
-                                scale=3), label="batch.upload")
-        example = labels(gr.Button(labels.text("btn.batch_example"), elem_id="batch-example", scale=1),
-                         value="btn.batch_example")
+        upload = labels.make(gr.File, file_types=[".json"], elem_id="batch-upload", scale=3, label="batch.upload")
+        example = labels.make(gr.Button, elem_id="batch-example", scale=1, text="btn.batch_example")
     with gr.Row():
-        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
-                        label="ctl.preset")
-        drafters = labels(gr.CheckboxGroup(list(SWEEP_DRAFTERS), value=SWEEP_DEFAULT, scale=2,
-                                           label=labels.text("batch.drafters"), elem_id="batch-drafters"),
-                          label="batch.drafters")
-        sizes = labels(gr.Textbox("1,2,4", label=labels.text("batch.sizes"), elem_id="batch-sizes", scale=1),
-                       label="batch.sizes")
-        max_new = labels(gr.Slider(4, MAX_LIVE_NEW_TOKENS, value=16, step=1, label=labels.text("batch.max_new"),
-                                   elem_id="batch-max-new", scale=1), label="batch.max_new")
-        run = labels(gr.Button(labels.text("btn.batch_run"), variant="primary", elem_id="batch-run", scale=1),
-                     value="btn.batch_run")
+        preset = labels.make(gr.Dropdown, presets, value=default_preset, scale=1, label="ctl.preset")
+        drafters = labels.make(gr.CheckboxGroup, list(SWEEP_DRAFTERS), value=SWEEP_DEFAULT, scale=2,
+                               elem_id="batch-drafters", label="batch.drafters")
+        sizes = labels.make(gr.Textbox, "1,2,4", elem_id="batch-sizes", scale=1, label="batch.sizes")
+        max_new = labels.make(gr.Slider, 4, MAX_LIVE_NEW_TOKENS, value=16, step=1, elem_id="batch-max-new", scale=1,
+                              label="batch.max_new")
+        run = labels.make(gr.Button, variant="primary", elem_id="batch-run", scale=1, text="btn.batch_run")
     status = gr.Markdown(elem_id="batch-status", elem_classes=["sdl-status"])
     verdict = gr.Markdown(elem_id="batch-verdict")
-    plot = labels(gr.Plot(batch_figure(None, labels.lang), label=labels.text("panel.batch"), elem_id="batch-plot"),
-                  label="panel.batch")
+    plot = labels.make(gr.Plot, batch_figure(None, labels.lang), elem_id="batch-plot", label="panel.batch")
     view = BatchView(verdict, plot)
     outputs = [state, status, verdict, plot]
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core.models import resolve_preset
-
 from core.request import DecodeRequest
 
 from ..controls import choice
@@ -54,36 +53,61 @@ class ClassroomView:
         return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang)}
 
 
+@dataclass
+class ClassroomButtons:
+    prev: gr.Button
+    next: gr.Button
+    step: gr.Button
+    run: gr.Button
+    reset: gr.Button
+
+
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ClassroomView:
-    labels(gr.Markdown(labels.text("class.intro")), value="class.intro")
-    labels(gr.Markdown(labels.text("class.part1")), value="class.part1")
+    labels.make(gr.Markdown, text="class.intro")
+    labels.make(gr.Markdown, text="class.part1")
     with gr.Row():
-        prev_btn = labels(gr.Button(labels.text("btn.prev"), elem_id="lesson-prev", scale=1), value="btn.prev")
+        prev_btn = labels.make(gr.Button, text="btn.prev", elem_id="lesson-prev", scale=1)
         frame_label = gr.Markdown(t("lesson.frame_of", labels.lang, i=1, n=FRAMES), elem_id="lesson-frame")
-        next_btn = labels(gr.Button(labels.text("btn.next"), variant="primary", elem_id="lesson-next", scale=1),
-                          value="btn.next")
+        next_btn = labels.make(gr.Button, text="btn.next", variant="primary", elem_id="lesson-next", scale=1)
     caption = gr.Markdown(frame_caption(0, labels.lang), elem_id="lesson-caption")
     figure = gr.Plot(frame_figure(0, labels.lang), show_label=False, elem_id="lesson-figure")
 
-    labels(gr.Markdown(labels.text("class.part2")), value="class.part2")
+    labels.make(gr.Markdown, text="class.part2")
     with gr.Row():
-        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=2),
-                        label="ctl.preset")
-        step_btn = labels(gr.Button(labels.text("btn.step"), variant="primary", elem_id="lesson-step", scale=1),
-                          value="btn.step")
-        run_btn = labels(gr.Button(labels.text("btn.run_to_end"), elem_id="lesson-run", scale=1),
-                         value="btn.run_to_end")
-        reset_btn = labels(gr.Button(labels.text("btn.reset"), elem_id="lesson-reset", scale=1), value="btn.reset")
+        preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=2)
+        step_btn = labels.make(gr.Button, text="btn.step", variant="primary", elem_id="lesson-step", scale=1)
+        run_btn = labels.make(gr.Button, text="btn.run_to_end", elem_id="lesson-run", scale=1)
+        reset_btn = labels.make(gr.Button, text="btn.reset", elem_id="lesson-reset", scale=1)
     status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
     ledger = gr.Markdown(elem_id="lesson-ledger")
     panels = step_panels(labels, "lesson", kv=False, live=False)
 
-    labels(gr.Markdown(labels.text("class.part3")), value="class.part3")
+    labels.make(gr.Markdown, text="class.part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
+    wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, state, lang, preset,
+         presets)
+    return view
+
+
+def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, state: gr.State, lang: gr.Radio,
+         preset: gr.Dropdown, presets: list[str]) -> None:
+    h = {name: guarded(status)(handler) for name, handler in handlers(view, status, state, presets).items()}
+    frame_outputs = [state, status, view.frame_label, view.caption, view.figure]
+    live_outputs = [state, status, view.ledger, *view.panels.outputs]
+    # frame moves are instant: queue every click (gradio's default drops clicks while one is pending,
+    # so a quick second "next" on a busy server would be lost)
+    buttons.prev.click(h["prev"], [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
+    buttons.next.click(h["next"], [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
+    buttons.step.click(h["step"], [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
+    buttons.run.click(h["run"], [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
+    buttons.reset.click(h["reset"], [lang, state], live_outputs, api_name="lesson_reset")
+
+
+def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets: list[str]) -> dict:
+    """prev / next frame, and step / run / reset of the live run."""
 
     def frame_mover(delta: int):
-        @guarded(status)
         def on_frame(lang_value, session):
             session = ensure(session)
             session.lesson_frame = max(0, min(FRAMES - 1, session.lesson_frame + delta))
@@ -99,21 +123,18 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             yield {state: session, status: t("run.loading", lang_value)}
             session.lesson_run = Run(request)
 
-    @guarded(status)
     def on_step(lang_value, session, preset_value):
         session = ensure(session)
         yield from ensure_run(session, lang_value, preset_value)
         session.lesson_run.step()
         yield {state: session, status: "", **view.render_live(session, lang_value)}
 
-    @guarded(status)
     def on_run(lang_value, session, preset_value):
         session = ensure(session)
         yield from ensure_run(session, lang_value, preset_value)
         while session.lesson_run.step() is not None:
             yield {state: session, status: "", **view.render_live(session, lang_value)}
 
-    @guarded(status)
     def on_reset(lang_value, session):
         session = ensure(session)
         if session.lesson_run is not None:
@@ -121,13 +142,4 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         session.lesson_run = None
         return {state: session, status: "", **view.render_live(session, lang_value)}
 
-    frame_outputs = [state, status, frame_label, caption, figure]
-    live_outputs = [state, status, ledger] + panels.outputs
-    # frame moves are instant: queue every click (gradio's default drops clicks while one is pending,
-    # so a quick second "next" on a busy server would be lost)
-    prev_btn.click(frame_mover(-1), [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
-    next_btn.click(frame_mover(1), [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
-    step_btn.click(on_step, [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
-    run_btn.click(on_run, [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
-    reset_btn.click(on_reset, [lang, state], live_outputs, api_name="lesson_reset")
-    return view
+    return {"prev": frame_mover(-1), "next": frame_mover(1), "step": on_step, "run": on_run, "reset": on_reset}

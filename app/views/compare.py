@@ -73,66 +73,41 @@ def _run_one(session: Session, request: DecodeRequest):
     return decoder.result
 
 
+def build_controls(labels: Labels, presets: list[str], default_preset: str, policy: ModelPolicy) -> list:
+    """The comparison's settings, in the order ``controls.compare_requests`` takes them."""
+    with gr.Row():
+        prompt = labels.make(gr.Textbox, DEFAULT_PROMPT, label="ctl.prompt", lines=2, scale=3, elem_id="cmp-prompt")
+        preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=1)
+    with gr.Row():
+        drafters = labels.make(gr.CheckboxGroup, COMPARE_CHOICES, value=COMPARE_DEFAULT, label="ctl.drafters",
+                               info="ctl.drafters_info", elem_id="cmp-drafters", scale=2)
+        shapes = labels.make(gr.Textbox, "4, 2x3", label="ctl.shapes", info="ctl.shapes_info", elem_id="cmp-shapes",
+                             scale=2)
+    with gr.Row():
+        temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
+        seed = labels.make(gr.Number, 0, label="ctl.seed")
+        max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="cmp-max-new")
+    own_target, own_draft = own_model_fields(labels, "cmp", policy)
+    return [prompt, preset, drafters, shapes, temperature, seed, max_new, own_target, own_draft]
+
+
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
           policy: ModelPolicy) -> CompareView:
+    settings = build_controls(labels, presets, default_preset, policy)
     with gr.Row():
-        prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, scale=3,
-                                   elem_id="cmp-prompt"), label="ctl.prompt")
-        preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"), scale=1),
-                        label="ctl.preset")
-    with gr.Row():
-        drafters = labels(gr.CheckboxGroup(COMPARE_CHOICES, value=COMPARE_DEFAULT, label=labels.text("ctl.drafters"),
-                                           info=labels.text("ctl.drafters_info"), elem_id="cmp-drafters", scale=2),
-                          label="ctl.drafters", info="ctl.drafters_info")
-        shapes = labels(gr.Textbox("4, 2x3", label=labels.text("ctl.shapes"), info=labels.text("ctl.shapes_info"),
-                                   elem_id="cmp-shapes", scale=2), label="ctl.shapes", info="ctl.shapes_info")
-    with gr.Row():
-        temperature = labels(gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label=labels.text("ctl.temperature")),
-                             label="ctl.temperature")
-        seed = labels(gr.Number(0, label=labels.text("ctl.seed")), label="ctl.seed")
-        max_new = labels(gr.Number(48, label=labels.text("ctl.max_new_tokens"), elem_id="cmp-max-new"),
-                         label="ctl.max_new_tokens")
-    own_target, own_draft = own_model_fields(labels, "cmp", policy)
-    with gr.Row():
-        run_btn = labels(gr.Button(labels.text("btn.compare"), variant="primary", elem_id="cmp-run"),
-                         value="btn.compare")
-        stop_btn = labels(gr.Button(labels.text("btn.stop"), variant="stop", elem_id="cmp-stop"), value="btn.stop")
+        run_btn = labels.make(gr.Button, text="btn.compare", variant="primary", elem_id="cmp-run")
+        stop_btn = labels.make(gr.Button, text="btn.stop", variant="stop", elem_id="cmp-stop")
     status = gr.Markdown(elem_id="cmp-status", elem_classes=["sdl-status"])
-    result_table = labels(gr.Dataframe(table([], labels.lang), label=labels.text("panel.compare_table"),
-                                       interactive=False, elem_id="cmp-table"), label="panel.compare_table")
-    plot = labels(gr.Plot(label=labels.text("panel.compare_plot"), elem_id="cmp-plot"), label="panel.compare_plot")
+    result_table = labels.make(gr.Dataframe, table([], labels.lang), label="panel.compare_table", interactive=False,
+                               elem_id="cmp-table")
+    plot = labels.make(gr.Plot, label="panel.compare_plot", elem_id="cmp-plot")
     view = CompareView(status, result_table, plot)
 
     @guarded(status)
     def on_compare(lang_value, session, *values):
         session = ensure(session)
         requests = compare_requests(lang_value, presets, *values, policy=policy)
-        session.compare_stop = False
-        session.compare_rows = []
-        skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
-        for i, request in enumerate(requests):
-            line = t("cmp.running", lang_value, i=i + 1, n=len(requests), label=request.label())
-            yield {state: session, status: "<br>".join([line, *skipped])}
-            try:
-                result = _run_one(session, request)
-            except UserError as e:
-                if not request.drafter_class.drafts:
-                    raise
-                skipped.append(t("cmp.skipped", lang_value, label=request.label(), reason=e))
-                continue
-            if result.stop_reason == "cancelled":
-                yield {status: t("cmp.stopped", lang_value, after=result.kv["blocks_in_use_after"])}
-                return
-            baseline = session.compare_rows[0].result if session.compare_rows else result
-            speedup = baseline.wall_s / result.wall_s if result.wall_s > 0 else 0.0
-            identical = result.tokens == baseline.tokens if request.temperature == 0 else None
-            row = CompareRow(request.label(), result, speedup, identical if i > 0 else None)
-            session.compare_rows.append(row)
-            if request.drafter_class.drafts:
-                session.points.append(measured_point(row.label, result, speedup))
-            yield view.render(session, lang_value)
-        done = t("cmp.done", lang_value, n=len(session.compare_rows))
-        yield {status: "<br>".join([done, *skipped]), **view.render(session, lang_value)}
+        yield from compare(view, state, session, requests, lang_value)
 
     @guarded(status)
     def on_stop(lang_value, session):
@@ -141,8 +116,36 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return {state: session}
 
     outputs = [state, status, result_table, plot]
-    run_btn.click(on_compare, [lang, state, prompt, preset, drafters, shapes, temperature, seed, max_new, own_target,
-                               own_draft], outputs,
-                  api_name="compare", concurrency_limit=2)
+    run_btn.click(on_compare, [lang, state, *settings], outputs, api_name="compare", concurrency_limit=2)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
     return view
+
+
+def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], lang: str):
+    """Run the requests one after another (the baseline first), yielding the page after each."""
+    session.compare_stop = False
+    session.compare_rows = []
+    skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
+    for i, request in enumerate(requests):
+        line = t("cmp.running", lang, i=i + 1, n=len(requests), label=request.label())
+        yield {state: session, view.status: "<br>".join([line, *skipped])}
+        try:
+            result = _run_one(session, request)
+        except UserError as e:
+            if not request.drafter_class.drafts:
+                raise
+            skipped.append(t("cmp.skipped", lang, label=request.label(), reason=e))
+            continue
+        if result.stop_reason == "cancelled":
+            yield {view.status: t("cmp.stopped", lang, after=result.kv["blocks_in_use_after"])}
+            return
+        baseline = session.compare_rows[0].result if session.compare_rows else result
+        speedup = baseline.wall_s / result.wall_s if result.wall_s > 0 else 0.0
+        identical = result.tokens == baseline.tokens if request.temperature == 0 else None
+        row = CompareRow(request.label(), result, speedup, identical if i > 0 else None)
+        session.compare_rows.append(row)
+        if request.drafter_class.drafts:
+            session.points.append(measured_point(row.label, result, speedup))
+        yield view.render(session, lang)
+    done = t("cmp.done", lang, n=len(session.compare_rows))
+    yield {view.status: "<br>".join([done, *skipped]), **view.render(session, lang)}

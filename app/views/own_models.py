@@ -10,12 +10,12 @@ from ..labels import Labels
 
 def own_model_fields(labels: Labels, prefix: str, policy: ModelPolicy) -> tuple[gr.Textbox, gr.Textbox]:
     """Two textboxes in a closed accordion; empty fields mean the preset's models."""
-    with labels(gr.Accordion(labels.text("ctl.own_models"), open=False, visible=policy.own_models,
-                             elem_id=f"{prefix}-own-models"), label="ctl.own_models"):
-        target = labels(gr.Textbox("", label=labels.text("ctl.target"), info=labels.text("ctl.target_info"),
-                                   max_lines=1, elem_id=f"{prefix}-target"), label="ctl.target", info="ctl.target_info")
-        draft = labels(gr.Textbox("", label=labels.text("ctl.draft"), info=labels.text("ctl.draft_info"),
-                                  max_lines=1, elem_id=f"{prefix}-draft"), label="ctl.draft", info="ctl.draft_info")
+    with labels.make(gr.Accordion, label="ctl.own_models", open=False, visible=policy.own_models,
+                     elem_id=f"{prefix}-own-models"):
+        target = labels.make(gr.Textbox, "", label="ctl.target", info="ctl.target_info", max_lines=1,
+                             elem_id=f"{prefix}-target")
+        draft = labels.make(gr.Textbox, "", label="ctl.draft", info="ctl.draft_info", max_lines=1,
+                            elem_id=f"{prefix}-draft")
         code = "ctl.remote_code_on" if policy.trust_remote_code else "ctl.remote_code_off"
-        labels(gr.Markdown(labels.text(code), elem_classes=["sdl-note"]), value=code)
+        labels.make(gr.Markdown, text=code, elem_classes=["sdl-note"])
     return target, draft

@@ -56,14 +56,13 @@ class StepPanels:
 def step_panels(labels: Labels, prefix: str, *, kv: bool = True, live: bool = True) -> StepPanels:
     """Lay the panels out in the current Blocks context; element ids start with ``prefix``."""
     sentence = gr.Markdown(elem_id=f"{prefix}-sentence", elem_classes=["sdl-sentence"])
-    tree = labels(gr.Plot(label=labels.text("panel.tree"), elem_id=f"{prefix}-tree"), label="panel.tree")
+    tree = labels.make(gr.Plot, elem_id=f"{prefix}-tree", label="panel.tree")
     text = gr.HTML(legend_html(labels.lang), elem_id=f"{prefix}-text")
     kv_plot = pool_plot = live_plot = None
     if kv:
         with gr.Row():
-            kv_plot = labels(gr.Plot(label=labels.text("panel.kv"), elem_id=f"{prefix}-kv", scale=3), label="panel.kv")
-            pool_plot = labels(gr.Plot(label=labels.text("panel.pool"), elem_id=f"{prefix}-pool", scale=2),
-                               label="panel.pool")
+            kv_plot = labels.make(gr.Plot, elem_id=f"{prefix}-kv", scale=3, label="panel.kv")
+            pool_plot = labels.make(gr.Plot, elem_id=f"{prefix}-pool", scale=2, label="panel.pool")
     if live:
-        live_plot = labels(gr.Plot(label=labels.text("panel.live"), elem_id=f"{prefix}-live"), label="panel.live")
+        live_plot = labels.make(gr.Plot, elem_id=f"{prefix}-live", label="panel.live")
     return StepPanels(sentence, tree, text, kv_plot, pool_plot, live_plot)

@@ -57,121 +57,140 @@ class StepperView:
 
 
 def button(labels: Labels, key: str, elem_id: str, variant: str = "secondary") -> gr.Button:
-    return labels(gr.Button(labels.text(key), variant=variant, elem_id=elem_id, min_width=80), value=key)
+    return labels.make(gr.Button, text=key, variant=variant, elem_id=elem_id, min_width=80)
+
+
+@dataclass
+class StepperControls:
+    """The run's settings, in the order ``controls.run_request`` takes them, and the buttons."""
+
+    settings: list  # prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, target, draft
+    drafter: gr.Dropdown
+    eagle_row: gr.Row
+    buttons: dict[str, gr.Button]  # step, play, pause, stop, reset
+    download: gr.DownloadButton
+
+
+def build_controls(labels: Labels, presets: list[str], default_preset: str, default_drafter: str,
+                   policy: ModelPolicy) -> StepperControls:
+    prompt = labels.make(gr.Textbox, DEFAULT_PROMPT, label="ctl.prompt", lines=2, elem_id="step-prompt")
+    preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", elem_id="step-preset")
+    drafter = labels.make(gr.Dropdown, DRAFTER_NAMES, value=default_drafter, label="ctl.drafter",
+                          info="ctl.drafter_info", elem_id="step-drafter")
+    with gr.Row():
+        k = labels.make(gr.Number, 4, label="ctl.k", elem_id="step-k")
+        width = labels.make(gr.Number, 1, label="ctl.width", elem_id="step-width")
+    with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
+        eagle_nodes = labels.make(gr.Number, 16, label="ctl.eagle_n", info="ctl.eagle_n_info", precision=0,
+                                  elem_id="step-eagle-n")
+    temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature",
+                              info="ctl.temperature_info")
+    with gr.Row():
+        seed = labels.make(gr.Number, 0, label="ctl.seed")
+        max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="step-max-new")
+    own_target, own_draft = own_model_fields(labels, "step", policy)
+    with gr.Row():
+        buttons = {"step": button(labels, "btn.step", "step-btn", variant="primary"),
+                   "play": button(labels, "btn.play", "play-btn"), "pause": button(labels, "btn.pause", "pause-btn")}
+    with gr.Row():
+        buttons.update(stop=button(labels, "btn.stop", "stop-btn", variant="stop"),
+                       reset=button(labels, "btn.reset", "reset-btn"))
+    download = labels.make(gr.DownloadButton, label="btn.download", interactive=False, elem_id="step-download")
+    settings = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft]
+    return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
           default_drafter: str, policy: ModelPolicy) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, elem_id="step-prompt"),
-                            label="ctl.prompt")
-            preset = labels(gr.Dropdown(presets, value=default_preset, label=labels.text("ctl.preset"),
-                                        elem_id="step-preset"), label="ctl.preset")
-            drafter = labels(gr.Dropdown(DRAFTER_NAMES, value=default_drafter, label=labels.text("ctl.drafter"),
-                                         info=labels.text("ctl.drafter_info"), elem_id="step-drafter"),
-                             label="ctl.drafter", info="ctl.drafter_info")
-            with gr.Row():
-                k = labels(gr.Number(4, label=labels.text("ctl.k"), elem_id="step-k"), label="ctl.k")
-                width = labels(gr.Number(1, label=labels.text("ctl.width"), elem_id="step-width"), label="ctl.width")
-            with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
-                eagle_nodes = labels(gr.Number(16, label=labels.text("ctl.eagle_n"), info=labels.text("ctl.eagle_n_info"),
-                                               precision=0, elem_id="step-eagle-n"),
-                                     label="ctl.eagle_n", info="ctl.eagle_n_info")
-            temperature = labels(gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label=labels.text("ctl.temperature"),
-                                           info=labels.text("ctl.temperature_info")),
-                                 label="ctl.temperature", info="ctl.temperature_info")
-            with gr.Row():
-                seed = labels(gr.Number(0, label=labels.text("ctl.seed")), label="ctl.seed")
-                max_new = labels(gr.Number(48, label=labels.text("ctl.max_new_tokens"), elem_id="step-max-new"),
-                                 label="ctl.max_new_tokens")
-            own_target, own_draft = own_model_fields(labels, "step", policy)
-            with gr.Row():
-                step_btn = button(labels, "btn.step", "step-btn", variant="primary")
-                play_btn = button(labels, "btn.play", "play-btn")
-                pause_btn = button(labels, "btn.pause", "pause-btn")
-            with gr.Row():
-                stop_btn = button(labels, "btn.stop", "stop-btn", variant="stop")
-                reset_btn = button(labels, "btn.reset", "reset-btn")
-            download = labels(gr.DownloadButton(labels.text("btn.download"), interactive=False,
-                                                elem_id="step-download"), label="btn.download")
+            ctl = build_controls(labels, presets, default_preset, default_drafter, policy)
             status = gr.Markdown(elem_id="step-status", elem_classes=["sdl-status"])
             summary = gr.Markdown(elem_id="step-summary")
         with gr.Column(scale=3):
             panels = step_panels(labels, "step")
+    view = StepperView(panels, status, summary, ctl.download)
+    wire(view, ctl, state, lang, presets, policy)
+    return view
 
-    view = StepperView(panels, status, summary, download)
-    controls = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft]
-    outputs = [state, status, summary, download] + panels.outputs
 
-    def advance(session: Session, lang_value: str) -> dict:
+def wire(view: StepperView, ctl: StepperControls, state: gr.State, lang: gr.Radio, presets: list[str],
+         policy: ModelPolicy) -> None:
+    """The buttons' handlers."""
+    handlers = handlers_for(view, state, presets, policy)
+    outputs = [state, *view.outputs]
+    for name in ("step", "play"):
+        ctl.buttons[name].click(handlers[name], [lang, state, *ctl.settings], outputs, api_name=name,
+                                concurrency_limit=4)
+    for name in ("pause", "stop", "reset"):
+        ctl.buttons[name].click(handlers[name], [lang, state], outputs, api_name=name, concurrency_limit=None)
+    ctl.drafter.change(lambda name: gr.update(visible=takes_option(name, "eagle_nodes")), ctl.drafter, ctl.eagle_row,
+                       api_visibility="private")
+
+
+def handlers_for(view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy) -> dict:
+    """``step``, ``play``, ``pause``, ``stop``, ``reset``: each guarded (a UserError shows in the status line)."""
+    h = StepperHandlers(view, state, presets, policy)
+    return {name: guarded(view.status)(getattr(h, name)) for name in ("step", "play", "pause", "stop", "reset")}
+
+
+class StepperHandlers:
+    def __init__(self, view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy):
+        self.view, self.state, self.presets, self.policy = view, state, presets, policy
+
+    def advance(self, session: Session, lang_value: str) -> dict:
         """One step of the session's run; the step that ends it offers the trace for download."""
         run = session.run
         record = run.step()
-        out = {state: session, **view.render(session, lang_value)}
+        out = {self.state: session, **self.view.render(session, lang_value)}
         if record is not None and run.done:
             session.playing = False
-            out[download] = gr.update(value=session.save_trace(run), interactive=True)
+            out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
             session.points.append(measured_point(run.request.label(), run.result))
         return out
 
-    def start(session: Session, lang_value: str, values: tuple):
-        request = run_request(lang_value, presets, *values, policy=policy)
+    def start(self, session: Session, lang_value: str, values: tuple):
+        request = run_request(lang_value, self.presets, *values, policy=self.policy)
         if session.run is not None:
             session.run.stop()
-        yield {state: session, status: t("run.loading", lang_value)}
+        yield {self.state: session, self.view.status: t("run.loading", lang_value)}
         session.run = Run(request)
 
-    @guarded(status)
-    def on_step(lang_value, session, *values):
+    def step(self, lang_value, session, *values):
         session = ensure(session)
         if session.run is None or session.run.done:
-            yield from start(session, lang_value, values)
-        yield advance(session, lang_value)
+            yield from self.start(session, lang_value, values)
+        yield self.advance(session, lang_value)
 
-    @guarded(status)
-    def on_play(lang_value, session, *values):
+    def play(self, lang_value, session, *values):
         session = ensure(session)
         if session.run is None or session.run.done:
-            yield from start(session, lang_value, values)
+            yield from self.start(session, lang_value, values)
         session.playing = True
         while session.playing and not session.run.done:
-            yield advance(session, lang_value)
+            yield self.advance(session, lang_value)
             time.sleep(PLAY_DELAY_S)
         session.playing = False
-        yield {status: view.render(session, lang_value)[status]}
+        yield {self.view.status: self.view.render(session, lang_value)[self.view.status]}
 
-    @guarded(status)
-    def on_pause(lang_value, session):
+    def pause(self, lang_value, session):
         session = ensure(session)
         session.playing = False
-        return {state: session}
+        return {self.state: session}
 
-    @guarded(status)
-    def on_stop(lang_value, session):
+    def stop(self, lang_value, session):
         session = ensure(session)
         session.playing = False
-        run = session.run
-        if run is None or run.done:
-            return {state: session, **view.render(session, lang_value)}
-        run.stop()
-        trace = session.save_trace(run)
-        return {state: session, **view.render(session, lang_value), download: gr.update(value=trace, interactive=True)}
+        run, trace = session.run, {}
+        if run is not None and not run.done:
+            run.stop()
+            trace = {self.view.download: gr.update(value=session.save_trace(run), interactive=True)}
+        return {self.state: session, **self.view.render(session, lang_value), **trace}
 
-    @guarded(status)
-    def on_reset(lang_value, session):
+    def reset(self, lang_value, session):
         session = ensure(session)
         session.playing = False
         if session.run is not None:
             session.run.stop()
         session.run = None
-        return {state: session, **view.render(session, lang_value)}
-
-    step_btn.click(on_step, [lang, state] + controls, outputs, api_name="step", concurrency_limit=4)
-    play_btn.click(on_play, [lang, state] + controls, outputs, api_name="play", concurrency_limit=4)
-    pause_btn.click(on_pause, [lang, state], outputs, api_name="pause", concurrency_limit=None)
-    stop_btn.click(on_stop, [lang, state], outputs, api_name="stop", concurrency_limit=None)
-    reset_btn.click(on_reset, [lang, state], outputs, api_name="reset", concurrency_limit=None)
-    drafter.change(lambda name: gr.update(visible=takes_option(name, "eagle_nodes")), drafter, eagle_row,
-                   api_visibility="private")
-    return view
+        return {self.state: session, **self.view.render(session, lang_value)}

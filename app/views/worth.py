@@ -55,19 +55,17 @@ class WorthView:
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> WorthView:
     """The view's layout and handlers; the curves redraw when a slider is released or the tab opens."""
-    labels(gr.Markdown(labels.text("worth.intro")), value="worth.intro")
+    labels.make(gr.Markdown, text="worth.intro")
     with gr.Row():
-        alpha = labels(gr.Slider(0, 0.99, value=0.6, step=0.01, label=labels.text("worth.alpha"),
-                                 elem_id="worth-alpha"), label="worth.alpha")
-        k = labels(gr.Slider(1, 16, value=4, step=1, label=labels.text("worth.k"), elem_id="worth-k"), label="worth.k")
-        c = labels(gr.Slider(0, 1, value=0.05, step=0.01, label=labels.text("worth.c"),
-                             info=labels.text("worth.c_info"), elem_id="worth-c"), label="worth.c", info="worth.c_info")
+        alpha = labels.make(gr.Slider, 0, 0.99, value=0.6, step=0.01, elem_id="worth-alpha", label="worth.alpha")
+        k = labels.make(gr.Slider, 1, 16, value=4, step=1, elem_id="worth-k", label="worth.k")
+        c = labels.make(gr.Slider, 0, 1, value=0.05, step=0.01, elem_id="worth-c", label="worth.c", info="worth.c_info")
     status = gr.Markdown(elem_id="worth-status", elem_classes=["sdl-status"])
     text = gr.Markdown(readout(0.6, 4, 0.05, labels.lang), elem_id="worth-readout")
-    plot = labels(gr.Plot(label=labels.text("panel.worth"), elem_id="worth-plot"), label="panel.worth")
-    use_last = labels(gr.Button(labels.text("btn.use_last"), elem_id="worth-use-last"), value="btn.use_last")
-    table = labels(gr.Dataframe(points_table([], labels.lang), label=labels.text("panel.worth_points"),
-                                interactive=False, elem_id="worth-table"), label="panel.worth_points")
+    plot = labels.make(gr.Plot, elem_id="worth-plot", label="panel.worth")
+    use_last = labels.make(gr.Button, elem_id="worth-use-last", text="btn.use_last")
+    table = labels.make(gr.Dataframe, points_table([], labels.lang), interactive=False, elem_id="worth-table",
+                        label="panel.worth_points")
     view = WorthView([alpha, k, c], text, plot, table)
 
     @guarded(status)

@@ -44,5 +44,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions", "ProposeContext", "lookup",
-           "option_fields", "option_owners"]
+__all__ = ["BASELINE", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+           "ProposeContext", "lookup", "option_fields", "option_owners"]

@@ -175,8 +175,9 @@ class Drafter:
         """The drafter's own KV counters, if it has a cache."""
         return None
 
-    def expansion(self) -> dict | None:
-        """This step's scored tree before pruning, for a drafter that prunes (EAGLE-2), else None."""
+    def expansion(self):
+        """This step's scored tree before pruning, for a drafter that prunes (EAGLE-2), else None.
+        It has ``tokens`` and ``record(texts) -> records.ExpansionRecord``."""
         return None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..kv_cache import PagedKVCache, RequestKV
+from ..records import ExpansionRecord
 from ..tree import DraftTree
 from pydantic import Field
 
@@ -79,12 +80,13 @@ class Expansion:
         """The ``n`` candidates with the highest score (earlier first on ties)."""
         return sorted(candidates, key=lambda i: (-self.scores[i], i))[:n]
 
-    def to_dict(self) -> dict:
-        return {
-            "tokens": self.tokens, "parents": self.parents, "depths": self.depths,
-            "probs": [round(p, 6) for p in self.probs], "scores": [round(s, 6) for s in self.scores],
-            "expanded": self.expanded, "kept_as": self.kept_as,
-        }
+    def record(self, texts: list[str]) -> ExpansionRecord:
+        """The StepRecord's copy, with each candidate's text."""
+        return ExpansionRecord(
+            tokens=list(self.tokens), texts=texts, parents=list(self.parents), depths=list(self.depths),
+            probs=[round(p, 6) for p in self.probs], scores=[round(s, 6) for s in self.scores],
+            expanded=list(self.expanded), kept_as=list(self.kept_as),
+        )
 
 
 def prune(expansion: Expansion, n: int) -> list[int]:
@@ -174,8 +176,8 @@ class EagleDrafter(Drafter):
         if self.kv is not None:
             self.kv.release_all()
 
-    def expansion(self) -> dict | None:
-        return None if self.last_expansion is None else self.last_expansion.to_dict()
+    def expansion(self) -> Expansion | None:
+        return self.last_expansion
 
     def kv_summary(self) -> dict[str, int] | None:
         return None if self.kv is None else self.kv.summary()
