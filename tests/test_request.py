@@ -105,3 +105,44 @@ def test_an_eagle_trace_keeps_its_typed_expansion(tmp_path):
     replayed = read_trace(path).steps
     assert isinstance(replayed[0].expansion, ExpansionRecord)
     assert [s.expansion for s in replayed] == [s.expansion for s in result.steps]
+
+
+def test_a_new_drafter_is_one_module_and_one_registry_line(monkeypatch):
+    """What adding a drafter takes: a Drafter subclass with its Options (its module) and an entry in
+    DRAFTERS. Its name, its flag, its recorded setting and its runs follow with no other change."""
+    from pydantic import Field
+
+    from core.drafters import DRAFTERS
+    from core.drafters.base import Drafter, DrafterOptions
+    from core.tree import DraftTree
+
+    class RepeatOptions(DrafterOptions):
+        repeat_times: int = Field(2, ge=1, le=4, description="how often to propose the last token again")
+
+    class RepeatDrafter(Drafter):
+        """Proposes the last token again: right on repeated characters, and always lossless."""
+
+        name = "repeat"
+        Options = RepeatOptions
+
+        @classmethod
+        def build(cls, options, inputs):
+            drafter = cls(inputs.shape)
+            drafter.times = options.repeat_times
+            return drafter
+
+        def propose(self, ctx):
+            tree, parent = DraftTree(), -1
+            for _ in range(min(self.times, ctx.max_depth)):
+                parent = tree.add(ctx.tokens[-1], parent, 1.0, None, proposer="repeat")
+            return tree
+
+    monkeypatch.setitem(DRAFTERS, "repeat", RepeatDrafter)
+    parser = argparse.ArgumentParser()
+    add_generate_arguments(parser)
+    assert "repeat" in drafter_names() and any(a.dest == "repeat_times" for a in parser._actions)
+    result = generate("哈哈哈哈", drafter="repeat", repeat_times=3, max_new_tokens=8, check=True)
+    assert result.baseline_match and result.settings["repeat_times"] == 3
+    assert result.draft_tokens_proposed > 0
+    with pytest.raises(UserError, match="--repeat-times applies to --drafter repeat"):
+        DecodeRequest.of("hi", drafter="ngram", repeat_times=2)

@@ -2,8 +2,6 @@
 options (``Drafter.Options``); a new drafter is one module plus one line in ``DRAFTERS``."""
 from __future__ import annotations
 
-from functools import cache
-
 from pydantic.fields import FieldInfo
 
 from ..errors import UserError
@@ -29,7 +27,6 @@ def lookup(name: str) -> tuple[type[Drafter], dict]:
     raise UserError(f"unknown drafter {name!r}: use one of {names}")
 
 
-@cache
 def option_fields() -> dict[str, FieldInfo]:
     """Every drafter option by field name (first definition), for flags and recorded settings."""
     fields: dict[str, FieldInfo] = {}
