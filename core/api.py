@@ -5,6 +5,8 @@ from pathlib import Path
 
 import torch
 
+from .controller import GoodputController
+from .cost import cost_curve
 from .drafters import DrafterInputs
 from .engine import SpeculativeDecoder
 from .errors import UserError
@@ -37,6 +39,8 @@ def build_decoder(request: DecodeRequest, *, record: bool = True) -> tuple[Specu
     drafter = drafter_cls.build(request.options, DrafterInputs(
         target=target, shape=request.shape if drafter_cls.drafts else None, block_size=request.block_size,
         preset=preset, draft_ref=request.draft, load_model=load))
+    if request.shape.auto and drafter_cls.drafts:
+        drafter = GoodputController(drafter, cost_curve(target))
     settings = request.decode_settings(record)
     run_info = {
         "prompt": request.prompt,

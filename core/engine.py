@@ -7,7 +7,7 @@ step is a plain one-token decode through the same code: the baseline.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Iterator
 
@@ -319,6 +319,11 @@ class SpeculativeDecoder:
         expansion = self.drafter.expansion()
         if expansion is not None:
             expansion = expansion.record([text.piece(t) for t in expansion.tokens])
+        decision = self.drafter.decision()
+        if decision is not None:
+            seconds = o.draft_s + o.verify_s
+            decision = replace(decision, realised_gain=round(len(o.emitted) * decision.plain_step_s / seconds, 4)
+                               if seconds > 0 else None)
         return StepRecord(
             step=o.step,
             root=TokenRecord(o.root, text.piece(o.root), "root"),
@@ -334,6 +339,7 @@ class SpeculativeDecoder:
             verify_s=round(o.verify_s, 6),
             finished=o.finished,
             expansion=expansion,
+            decision=decision,
         )
 
 

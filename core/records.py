@@ -65,6 +65,19 @@ class ExpansionRecord:
 
 
 @dataclass(frozen=True)
+class DecisionRecord:
+    """What the goodput controller (``--k auto``) decided before the verify, and how it turned out."""
+
+    offered: int  # nodes the drafter proposed (0: it was not asked this step)
+    chosen: int  # nodes sent to the verify
+    expected_tokens: float  # tokens the step was expected to yield (1 + expected accepted)
+    expected_gain: float  # expected tokens per second over a plain decode step's
+    reason: str  # "off" (drafting paused) | "empty" (nothing proposed) | "none" | "part" | "all"
+    plain_step_s: float  # expected seconds of a plain one-token step
+    realised_gain: float | None = None  # tokens per second of the step over a plain step's
+
+
+@dataclass(frozen=True)
 class StepRecord:
     step: int  # 0-based
     root: TokenRecord  # the last committed token the tree hangs from
@@ -80,6 +93,7 @@ class StepRecord:
     verify_s: float
     finished: bool
     expansion: ExpansionRecord | None = None  # EAGLE-2's tree before pruning; None for drafters that do not prune
+    decision: DecisionRecord | None = None  # the goodput controller's, with --k auto / --tree auto
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
@@ -95,6 +109,8 @@ class StepRecord:
         data["kv"] = KVStepRecord(**_known_fields(KVStepRecord, data["kv"]))
         if data.get("expansion") is not None:
             data["expansion"] = ExpansionRecord(**_known_fields(ExpansionRecord, data["expansion"]))
+        if data.get("decision") is not None:
+            data["decision"] = DecisionRecord(**_known_fields(DecisionRecord, data["decision"]))
         return cls(**data)
 
 

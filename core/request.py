@@ -96,7 +96,7 @@ class DecodeRequest(BaseModel):
         if unknown:
             raise UserError(f"unknown option(s): {', '.join(sorted(unknown))}")
         options = _drafter_options(drafter, drafter_cls, fixed, {k_: v for k_, v in own.items() if v is not None})
-        shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
+        shape = parse_shape(k, tree, drafter_cls)
         return cls.checked(prompt=prompt, preset=preset, drafter=drafter, options=options, shape=shape, **flat)
 
     @classmethod
@@ -123,6 +123,7 @@ class DecodeRequest(BaseModel):
             **asdict(settings),
             "k": self.shape.depth,
             "tree": self.shape.tree_text,
+            "auto": self.shape.auto,
             **dict.fromkeys(option_fields()),
             **self.options.model_dump(),
         }
@@ -131,8 +132,19 @@ class DecodeRequest(BaseModel):
         """A short name for tables and legends, e.g. ``eagle3 · tree 4x5 · N=24``."""
         if not self.drafter_class.drafts:
             return self.drafter
-        shape = f"tree {self.shape.tree_text}" if self.shape.width > 1 else f"k={self.shape.depth}"
-        return " · ".join([self.drafter, shape, *self.options.labels()])
+        return " · ".join([self.drafter, self.shape.label, *self.options.labels()])
+
+
+AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0..8 of an 8-token chain
+
+
+def parse_shape(k, tree, drafter_cls: type[Drafter]) -> DraftShape:
+    """``k`` / ``tree`` as given (numbers, "WxD", or "auto") -> the shape to draft."""
+    if tree == "auto":
+        return drafter_cls.auto_tree
+    if k == "auto" and tree in (None, ""):
+        return AUTO_CHAIN
+    return DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
 
 
 def _drafter_options(name: str, drafter_cls: type[Drafter], fixed: dict, given: dict) -> DrafterOptions:

@@ -24,6 +24,7 @@ class DraftShape:
 
     width: int = 1
     depth: int = 4
+    auto: bool = False  # the goodput controller picks how much of this (the largest) shape to verify
 
     @classmethod
     def parse(cls, k: int, tree: str | tuple[int, int] | None = None, full_tree: bool = True) -> "DraftShape":
@@ -66,6 +67,12 @@ class DraftShape:
     def tree_text(self) -> str | None:
         """"WxD" for a tree, None for a chain (how a run's settings record it)."""
         return None if self.width == 1 else f"{self.width}x{self.depth}"
+
+    @property
+    def label(self) -> str:
+        """``k=4``, ``tree 2x3``, ``k=auto≤8``, ``tree auto≤4x6``."""
+        limit = "auto≤" if self.auto else ""
+        return f"k={limit}{self.depth}" if self.width == 1 else f"tree {limit}{self.width}x{self.depth}"
 
     def __str__(self) -> str:
         return f"chain k={self.depth}" if self.width == 1 else f"tree {self.width}x{self.depth}"
@@ -128,6 +135,7 @@ class Drafter:
     Options: type[DrafterOptions] = DrafterOptions
     aliases: dict[str, dict] = {}  # names -> options they fix, e.g. "draft-xs" -> draft_size "xs" (own name included)
     drafts = True  # False for the baseline that never drafts
+    auto_tree = DraftShape(2, 4, auto=True)  # the largest tree ``--tree auto`` lets the controller prune
     uses_draft_model = False  # True: it reads the run's draft model (the ``draft`` reference)
     model_path: str | None = None  # the draft model folder, when there is one
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
@@ -173,6 +181,10 @@ class Drafter:
 
     def kv_summary(self) -> dict[str, int] | None:
         """The drafter's own KV counters, if it has a cache."""
+        return None
+
+    def decision(self):
+        """The goodput controller's decision for this step (``records.DecisionRecord``), else None."""
         return None
 
     def expansion(self):

@@ -110,6 +110,7 @@ class EagleDrafter(Drafter):
 
     name = "eagle"
     drafts_full_tree = False
+    auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
 
     Options = EagleOptions
 
