@@ -13,6 +13,12 @@ SHAPES = [
     ("draft", {"tree": "3x2"}),
     ("ngram", {"k": 4}),
     ("ngram", {"tree": "3x4"}),
+    ("hybrid", {"k": 5}),
+    ("hybrid", {"tree": "4x5", "eagle_nodes": 24}),
+    ("hybrid", {"tree": "auto"}),
+    ("ngram", {"k": "auto"}),
+    ("draft", {"k": "auto"}),
+    ("eagle3", {"tree": "auto"}),
 ]
 
 
@@ -44,7 +50,8 @@ def test_greedy_output_is_the_target_alone(drafter, shape, baselines):
 def test_small_blocks_and_trees_still_lossless(baselines):
     """Block size 2 makes trees spill into fresh blocks every step; output must not change."""
     for prompt in LOSSLESS_PROMPTS[:8]:
-        decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", tree="2x3", max_new_tokens=MAX_NEW, block_size=2))
+        decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", tree="2x3", max_new_tokens=MAX_NEW,
+                                                      block_size=2))
         for _ in decoder.steps(ids):
             pass
         assert decoder.result.tokens == baselines[prompt][1]

@@ -72,6 +72,8 @@ def sample_pairs(prompt, drafter, **shape):
         ("And God said", "draft", {"k": 2}),
         ("It is a truth", "draft", {"tree": "2x2"}),
         ("one two three one two three one two", "ngram", {"k": 2}),
+        ("It is a truth", "draft", {"k": "auto"}),  # the goodput controller prunes the chain
+        ("one two three one two three one two", "hybrid", {"tree": "2x3", "eagle_nodes": 6}),
     ],
 )
 def test_speculative_sampling_follows_the_target(tiny, prompt, drafter, shape):

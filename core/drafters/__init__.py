@@ -8,12 +8,14 @@ from ..errors import UserError
 from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
 from .draft_model import DraftModelDrafter
 from .eagle import Eagle3Drafter, EagleDrafter
+from .hybrid import HybridDrafter
 from .medusa import MedusaDrafter
 from .ngram import NgramDrafter
 from .none import NoDrafter
 
 DRAFTERS: dict[str, type[Drafter]] = {
-    cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter)
+    cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter,
+                              HybridDrafter)
 }
 BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedups are measured against
 

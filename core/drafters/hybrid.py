@@ -1,0 +1,95 @@
+"""``hybrid``: n-gram lookup and EAGLE-3 in one draft tree.
+
+Where the context repeats, prompt lookup proposes a long continuation for free; where it does
+not, EAGLE-3's dynamic tree guesses from the target's features. Each step the n-gram chain (if
+the context's last tokens occurred before) becomes one branch and EAGLE-3's pruned tree is merged
+into the same tree: a node both propose is kept once. Every node records who proposed it
+(``ngram``, ``eagle3-dN`` or ``ngram+eagle3``), and the target verifies the whole tree in one
+forward.
+
+Lossless at every temperature: both proposers are deterministic functions of the committed
+tokens (EAGLE-3's tree is chosen from its draft probabilities, not sampled) and every node's draft
+law is one-hot on its token, so the engine's recursive rejection sampling is exact, as for each
+proposer alone. With ``--k auto`` / ``--tree auto`` the goodput controller then keeps the part of
+the merged tree that pays.
+"""
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from ..tree import DraftTree
+from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext
+from .eagle import Eagle3Drafter, EagleOptions
+from .ngram import NgramDrafter
+
+
+class HybridOptions(EagleOptions):
+    ngram_n: int = Field(3, ge=1, le=8, description="longest n-gram the ngram drafter matches")
+
+
+class HybridDrafter(Drafter):
+    name = "hybrid"
+    Options = HybridOptions
+    drafts_full_tree = False
+    auto_tree = Eagle3Drafter.auto_tree
+
+    @classmethod
+    def build(cls, options: HybridOptions, inputs: DrafterInputs) -> "HybridDrafter":
+        eagle = Eagle3Drafter(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size,
+                              options.eagle_nodes)
+        ngram = NgramDrafter(DraftShape(1, inputs.shape.depth), inputs.target.vocab_size, options.ngram_n)
+        return cls(inputs.shape, ngram, eagle)
+
+    def __init__(self, shape: DraftShape, ngram: NgramDrafter, eagle: Eagle3Drafter):
+        super().__init__(shape)
+        self.ngram, self.eagle = ngram, eagle
+        self.hidden_layers = eagle.hidden_layers
+        self.model_path = eagle.model_path
+        self.max_nodes = min(MAX_TREE_NODES, eagle.max_nodes + shape.depth)
+        self.eagle_tree = DraftTree()
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        self.eagle.start(prompt_ids, capacity_tokens)
+
+    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
+        self.eagle.observe(tokens, hidden)
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        self.eagle_tree = self.eagle.propose(ctx)
+        self.forwards = self.eagle.forwards
+        merged = self.ngram.propose(ctx)  # the n-gram chain (or nothing), proposer "ngram"
+        merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
+        return merged
+
+    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        self.eagle.commit(self.eagle_tree, ())  # EAGLE recomputes accepted positions from true features
+
+    def stop(self) -> None:
+        self.eagle.stop()
+
+    def kv_summary(self):
+        return self.eagle.kv_summary()
+
+    def expansion(self):
+        return self.eagle.expansion()
+
+
+def merge_into(tree: DraftTree, other: DraftTree, other_name: str, max_nodes: int) -> None:
+    """Add ``other``'s nodes to ``tree`` (parents first); a node ``tree`` already has under the same
+    parent is shared, and its proposer names both. Stops at ``max_nodes``."""
+    merged_as: dict[int, int] = {}
+    for node, parent in enumerate(other.parents):
+        under = -1 if parent < 0 else merged_as.get(parent)
+        if under is None:
+            continue  # its parent did not fit
+        same = next((c for c in tree.children(under) if tree.tokens[c] == other.tokens[node]), None)
+        if same is not None:
+            if other_name not in tree.proposer[same]:
+                tree.proposer[same] += f"+{other_name}"
+        elif len(tree) < max_nodes:
+            same = tree.add(other.tokens[node], under, other.draft_probs[node], other.draft_dists[node],
+                            other.proposer[node])
+        else:
+            continue
+        merged_as[node] = same
