@@ -135,11 +135,12 @@ def own_models(lang: str, policy: ModelPolicy, target, draft) -> dict:
 
 
 def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
-                max_new_tokens, eagle_nodes=None, target=None, draft=None, *,
+                max_new_tokens, eagle_nodes=None, target=None, draft=None, auto=False, *,
                 policy: ModelPolicy = ModelPolicy()) -> DecodeRequest:
     """Check the step-by-step controls; ``width`` 1 means a chain of ``k``, more a full tree (for
     eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps); ``target`` and
-    ``draft`` replace the preset's models where ``policy`` allows."""
+    ``draft`` replace the preset's models where ``policy`` allows; ``auto`` lets the goodput
+    controller verify as much of that shape as pays, step by step."""
     k = number(k, "ctl.k", lang, 1, MAX_DEPTH, integer=True)
     width = number(width, "ctl.width", lang, 1, MAX_WIDTH, integer=True)
     drafter = choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang)
@@ -153,14 +154,16 @@ def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width
         preset=choice(preset, presets, "ctl.preset", lang),
         k=k,
         tree=None if width == 1 else (width, k),
+        auto=auto is True,
         temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
     )
 
 
-def shapes(value, lang: str) -> list[tuple[int, tuple[int, int] | None]]:
-    """Parse the comparison's shapes, e.g. "4, 2x3" -> [(4, None), (3, (2, 3))]."""
+def shapes(value, lang: str) -> list[tuple]:
+    """Parse the comparison's shapes into (k, tree) pairs, e.g. "4, 2x3, auto" -> [(4, None), (3, (2, 3)),
+    ("auto", None)]; "auto-tree" is (None, "auto")."""
     items = [item for item in re.split(r"[,\s;]+", str(value or "").strip().lower()) if item]
     if not items:
         raise UserError(t("err.shapes", lang, value=value))
@@ -173,6 +176,8 @@ def shapes(value, lang: str) -> list[tuple[int, tuple[int, int] | None]]:
             parsed.append((depth, (width, depth) if width > 1 else None))
         elif item.isdigit():
             parsed.append((number(item, "ctl.k", lang, 1, MAX_DEPTH, integer=True), None))
+        elif item in ("auto", "auto-tree"):
+            parsed.append(("auto", None) if item == "auto" else (None, "auto"))
         else:
             raise UserError(t("err.shapes", lang, value=value))
     return list(dict.fromkeys(parsed))

@@ -40,8 +40,14 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.k": ("k：草稿长度 / 树深度", "k: draft length / tree depth"),
     "ctl.width": ("树宽度（1 = 链）", "Tree width (1 = chain)"),
     "ctl.shapes": ("草稿形状", "Draft shapes"),
-    "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3", "comma-separated: a number is a chain of k, "
-                        "WxD a tree, e.g. 2x3"),
+    "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3；auto / auto-tree 让控制器每步决定验证多少",
+                        "comma-separated: a number is a chain of k, WxD a tree, e.g. 2x3; auto / auto-tree let the "
+                        "controller decide each step how much to verify"),
+    "ctl.auto": ("auto：每步由控制器决定起草多少", "auto: the controller decides each step how much to draft"),
+    "ctl.auto_info": ("按草稿置信度（本次运行中校准）和本机实测的验证代价 v(n) 估计每秒 token 数，可能一个也不起草；"
+                      "k 与树宽度是上限", "expected tokens per second from the draft's confidence (calibrated on this "
+                      "run) against this machine's measured verify cost v(n) — possibly drafting nothing; k and the "
+                      "tree width are the upper limit"),
     "ctl.eagle_n": ("EAGLE 节点数 N", "EAGLE nodes N"),
     "ctl.eagle_n_info": ("EAGLE-2 动态树：每层扩展置信度最高的 top-k（= 树宽度）个节点，深度 = k，最后只留最好的 N 个送去验证",
                          "EAGLE-2 dynamic tree: each depth expands the top-k (= tree width) most confident nodes, "
@@ -165,6 +171,22 @@ TEXT: dict[str, tuple[str, str]] = {
                    "{label} · temperature {temperature:g} · seed {seed} — {tokens}/{max} tokens, {forwards} target "
                    "forwards · {state}"),
     "run.ready": ("可以继续", "ready"),
+    "why.off": ("为什么不起草：最近起草的几步每秒 token 数不如直接解码，控制器暂停起草，隔几步再试探。",
+                "Why no draft: the last drafting steps gave fewer tokens per second than plain decoding, so the "
+                "controller paused drafting and will probe again in a few steps."),
+    "why.empty": ("为什么不起草：草稿方法这一步没有可提议的 token（例如上下文里找不到匹配的 n-gram）。",
+                  "Why no draft: the drafter had nothing to propose this step (e.g. no earlier n-gram match)."),
+    "why.none": ("为什么一个也不验证：起草了 {offered} 个节点，但按置信度估计，验证它们多花的时间换不来更多 token。",
+                 "Why none verified: {offered} nodes were drafted, but by their confidence verifying them would cost "
+                 "more time than the tokens they are expected to add."),
+    "why.part": ("为什么验证 {chosen}/{offered} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 "
+                 "{gain:.2f} 倍；再多验证的节点不划算。实际：{realised}。",
+                 "Why {chosen} of {offered}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's "
+                 "tokens per second; more nodes would not pay for their verify cost. Realised: {realised}."),
+    "why.all": ("为什么全部验证 {chosen} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 {gain:.2f} "
+                "倍。实际：{realised}。",
+                "Why all {chosen}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's tokens per "
+                "second. Realised: {realised}."),
     "run.playing": ("播放中", "playing"),
     "run.done": ("已结束", "done"),
     "run.stopped": ("已停止：引擎已归还本次运行的全部 KV 块（运行后占用 {after} 块，峰值 {peak} 块）。",
@@ -399,8 +421,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "err.prompt_long": ("提示词太长：{got} 个字符，上限 {limit}", "the prompt is too long: {got} characters, the limit "
                         "is {limit}"),
     "err.choice": ("{name} 不能是 {value!r}，可选：{options}", "{name} cannot be {value!r}; choose one of {options}"),
-    "err.shapes": ("看不懂草稿形状 {value!r}：写成如 “4, 2x3”", "cannot read the draft shapes {value!r}: write e.g. "
-                   "“4, 2x3”"),
+    "err.shapes": ("看不懂草稿形状 {value!r}：写成如 “4, 2x3, auto”", "cannot read the draft shapes {value!r}: write "
+                   "e.g. “4, 2x3, auto”"),
     "err.own_models_off": ("这个服务器不允许自带模型（{name}）：只能用预设；本机启动时默认允许，对外开放时需加 "
                            "--allow-own-models", "this server does not take your own models ({name}): use a preset; "
                            "it is allowed by default on 127.0.0.1, elsewhere only with --allow-own-models"),

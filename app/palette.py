@@ -13,6 +13,11 @@ COLORS = {
     "root": "#3d3d3d",  # the last committed token the draft hangs from
     "prompt": "#3d3d3d",
 }
+PROPOSER_COLORS = {  # a node's outline when one tree mixes proposers (the hybrid drafter)
+    "ngram": "#d69e2e",
+    "eagle3": "#319795",
+    "ngram+eagle3": "#1a202c",
+}
 KV_COLORS = {
     "L": "#8fa8c8",  # live: written in an earlier step
     "W": COLORS["accepted"],  # written this step and kept

@@ -65,7 +65,17 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     sentence = t("say.step", lang, step=record.step + 1, what=what, rate=rate)
     if record.finished:
         sentence += " " + t("say.finished", lang, tokens=record.new_tokens_total, forwards=record.target_forwards_total)
+    if record.decision is not None:
+        sentence += f'<br><span class="sdl-why">{decision_line(record, lang)}</span>'
     return sentence
+
+
+def decision_line(record: StepRecord, lang: str) -> str:
+    """Why the goodput controller verified as much as it did this step (``--k auto``)."""
+    d = record.decision
+    realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
+    return t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
+             gain=d.expected_gain, realised=realised)
 
 
 def _fmt(value, spec: str) -> str:

@@ -9,7 +9,7 @@ and labels are all derived from it (and from each drafter's ``Options``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -83,10 +83,12 @@ class DecodeRequest(BaseModel):
 
     # ---- construction from flat options ---------------------------------------------------------
     @classmethod
-    def of(cls, prompt: str, preset: str = "tiny", drafter: str = "draft", k: int = 4, tree=None,
-           **flat: Any) -> "DecodeRequest":
+    def of(cls, prompt: str, preset: str = "tiny", drafter: str = "draft", k: int | str = 4, tree=None,
+           auto: bool = False, **flat: Any) -> "DecodeRequest":
         """From flat keyword options: request fields (``max_new_tokens``, ``temperature``, ...), the
-        shape as ``k`` / ``tree`` ("WxD" or (W, D)) and the drafter's own options by field name
+        shape as ``k`` / ``tree`` ("WxD" or (W, D); ``k="auto"`` or ``tree="auto"`` for the goodput
+        controller with the drafter's largest shape, or ``auto=True`` with the given shape as its
+        limit) and the drafter's own options by field name
         (a drafter option left ``None`` takes its default, as an unset command-line flag does)."""
         if not isinstance(drafter, str):
             raise UserError(f"drafter must be a name (got {drafter!r})")
@@ -96,7 +98,7 @@ class DecodeRequest(BaseModel):
         if unknown:
             raise UserError(f"unknown option(s): {', '.join(sorted(unknown))}")
         options = _drafter_options(drafter, drafter_cls, fixed, {k_: v for k_, v in own.items() if v is not None})
-        shape = parse_shape(k, tree, drafter_cls)
+        shape = parse_shape(k, tree, drafter_cls, auto)
         return cls.checked(prompt=prompt, preset=preset, drafter=drafter, options=options, shape=shape, **flat)
 
     @classmethod
@@ -138,13 +140,16 @@ class DecodeRequest(BaseModel):
 AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0..8 of an 8-token chain
 
 
-def parse_shape(k, tree, drafter_cls: type[Drafter]) -> DraftShape:
+def parse_shape(k, tree, drafter_cls: type[Drafter], auto: bool = False) -> DraftShape:
     """``k`` / ``tree`` as given (numbers, "WxD", or "auto") -> the shape to draft."""
     if tree == "auto":
         return drafter_cls.auto_tree
     if k == "auto" and tree in (None, ""):
         return AUTO_CHAIN
-    return DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
+    if not isinstance(auto, bool):
+        raise UserError(f"auto must be true or false (got {auto!r})")
+    shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
+    return replace(shape, auto=True) if auto else shape
 
 
 def _drafter_options(name: str, drafter_cls: type[Drafter], fixed: dict, given: dict) -> DrafterOptions:

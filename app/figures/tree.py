@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from core.records import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
-from ..palette import COLORS, visible
+from ..palette import COLORS, PROPOSER_COLORS, visible
 from .style import finish
 
 ROOT = -1
@@ -111,6 +111,27 @@ def _hover(box: _Box, lang: str, show_probs: bool) -> str:
     return "<br>".join(lines)
 
 
+def proposer_family(proposer: str) -> str:
+    """``eagle3-d2`` -> ``eagle3``, ``ngram+eagle3`` stays: the proposer without its position."""
+    return "+".join(part.split("-")[0] for part in proposer.split("+"))
+
+
+def _proposer_outlines(boxes: list[_Box], rows: dict[int, float], small: bool, lang: str) -> list[go.Scatter]:
+    """When a tree mixes proposers (hybrid), an outline per proposer around its nodes."""
+    families: dict[str, list[_Box]] = {}
+    for box in boxes:
+        if 0 <= box.key < PRUNED and box.proposer:
+            families.setdefault(proposer_family(box.proposer), []).append(box)
+    if len(families) < 2:
+        return []
+    return [go.Scatter(
+        x=[b.x for b in group], y=[rows[b.key] for b in group], mode="markers", hoverinfo="skip",
+        name=t("tree.proposer", lang) + f": {family}",
+        marker={"symbol": "square-open", "size": 52 if small else 34,
+                "color": PROPOSER_COLORS.get(family, "#4a5568"), "line": {"width": 3}},
+    ) for family, group in families.items()]
+
+
 def _edges(boxes: list[_Box], rows: dict[int, float], accepted_path: set[int]) -> list[go.Scatter]:
     plain_x, plain_y, path_x, path_y = [], [], [], []
     by_key = {b.key: b for b in boxes}
@@ -164,6 +185,8 @@ def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecor
             hovertext=[_hover(b, lang, show_probs) for b in group],
             hoverinfo="text",
         ))
+    for trace in _proposer_outlines(boxes, rows, small, lang):
+        fig.add_trace(trace)
     if show_probs and small:
         for box in boxes:
             if 0 <= box.key < PRUNED:

@@ -64,7 +64,7 @@ def button(labels: Labels, key: str, elem_id: str, variant: str = "secondary") -
 class StepperControls:
     """The run's settings, in the order ``controls.run_request`` takes them, and the buttons."""
 
-    settings: list  # prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, target, draft
+    settings: list  # prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, target, draft, auto
     drafter: gr.Dropdown
     eagle_row: gr.Row
     buttons: dict[str, gr.Button]  # step, play, pause, stop, reset
@@ -80,6 +80,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
     with gr.Row():
         k = labels.make(gr.Number, 4, label="ctl.k", elem_id="step-k")
         width = labels.make(gr.Number, 1, label="ctl.width", elem_id="step-width")
+    auto = labels.make(gr.Checkbox, value=False, label="ctl.auto", info="ctl.auto_info", elem_id="step-auto")
     with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
         eagle_nodes = labels.make(gr.Number, 16, label="ctl.eagle_n", info="ctl.eagle_n_info", precision=0,
                                   elem_id="step-eagle-n")
@@ -96,7 +97,8 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
         buttons.update(stop=button(labels, "btn.stop", "stop-btn", variant="stop"),
                        reset=button(labels, "btn.reset", "reset-btn"))
     download = labels.make(gr.DownloadButton, label="btn.download", interactive=False, elem_id="step-download")
-    settings = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft]
+    settings = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft,
+                auto]
     return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
