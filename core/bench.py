@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from .api import build_decoder, greedy_generate_kwargs
-from .drafters import BASELINE, DraftModelDrafter, lookup
+from .drafters import BASELINE, DraftModelDrafter
 from .errors import UserError
 from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
@@ -49,9 +49,22 @@ class BenchConfig:
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
 
-    def request(self, prompt: str, drafter: str) -> DecodeRequest:
-        return DecodeRequest.of(prompt, self.preset, drafter, self.k, self.tree, max_new_tokens=self.max_new_tokens,
-                                device=self.device, target=self.target, draft=self.draft)
+    def request(self, prompt: str, spec: str) -> DecodeRequest:
+        """The run of drafter ``spec``: a name, optionally ``:SHAPE`` (k, WxD, auto or auto-tree) and
+        ``:option=value`` parts, e.g. ``eagle3:4x5:eagle_nodes=24`` or ``hybrid:auto``; without a
+        shape, the bench's ``k`` / ``tree``."""
+        name, *parts = spec.split(":")
+        k, tree, options = self.k, self.tree, {}
+        for part in parts:
+            if "=" in part:
+                key, value = part.split("=", 1)
+                options[key] = value
+            elif part in ("auto", "auto-tree"):
+                k, tree = ("auto", None) if part == "auto" else (None, "auto")
+            else:
+                k, tree = (part, None) if part.isdigit() else (None, part)
+        return DecodeRequest.of(prompt, self.preset, name, k, tree, max_new_tokens=self.max_new_tokens,
+                                device=self.device, target=self.target, draft=self.draft, **options)
 
 
 @dataclass
@@ -111,8 +124,14 @@ def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timin
     return {name: runner(extra) for name, extra in variants.items()}
 
 
-def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str, dict]:
-    """timings[name][prompt] = list over repeats. Speedup: median over prompts of baseline/this wall time."""
+def language(prompt: str) -> str:
+    """"zh" for a prompt with Chinese characters, else "en" (the held-out set's two halves)."""
+    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
+
+
+def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str]) -> dict[str, dict]:
+    """timings[name][prompt] = list over repeats. Speedup: median over prompts of baseline/this wall time,
+    also per language half and for the worst single prompt."""
     out = {}
     for name, per_prompt in timings.items():
         best = [statistics.median(t.wall_s for t in runs) for runs in per_prompt]
@@ -125,6 +144,11 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str
         out[name] = {
             "tokens_per_s": statistics.median(rates),
             "speedup": statistics.median(b / w for b, w in zip(base, best)),
+            "min_speedup": min(b / w for b, w in zip(base, best)),  # the worst single prompt
+            "speedup_by_language": {
+                lang: statistics.median(b / w for b, w, p in zip(base, best, prompts) if language(p) == lang)
+                for lang in sorted({language(p) for p in prompts})
+            },
             "mean_accepted_tokens": tokens / forwards if forwards else None,
             "acceptance_rate": accepted / proposed if proposed else None,
             "target_forwards": forwards,
@@ -137,8 +161,8 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str) -> dict[str
 
 
 def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
-    for name in config.drafters:
-        lookup(name)
+    for spec in config.drafters:
+        config.request("x", spec)  # a bad name, shape or option is refused before anything runs
     if BASELINE not in config.drafters:
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:
@@ -173,7 +197,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
             done = repeat * len(prompts) + i + 1
             log(f"[{done}/{total}] repeat {repeat + 1}, prompt {i + 1}")
 
-    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE)
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
     result = {
         "preset": config.preset,
         "prompts": len(prompts),
@@ -195,7 +219,11 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         result["overhead"] = {"drafter": probe.split(" ")[0], "records_on_s": on, "records_off_s": off,
                               "overhead": on / off - 1}
     if hf:
-        hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate")
+        hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate",
+                               prompts)
+        hf_summary["generate"]["ours_none_vs_generate"] = statistics.median(
+            statistics.median(t.wall_s for t in g) / statistics.median(t.wall_s for t in n)
+            for g, n in zip(timings["hf:generate"], timings[BASELINE]))
         result["hf"] = hf_summary
         if "assisted" not in hf_summary:
             result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
@@ -237,8 +265,8 @@ def markdown_table(result: dict) -> str:
         f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else "")
         + f"; {result.get('hardware', 'unknown hardware')}, {result['torch_threads']} torch thread(s)",
         "",
-        "| configuration | tokens/s | speedup | τ | acceptance | identical |",
-        "|---|---|---|---|---|---|",
+        "| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | identical |",
+        "|---|---|---|---|---|---|---|---|",
     ]
 
     def fmt(x, pattern):
@@ -247,13 +275,19 @@ def markdown_table(result: dict) -> str:
     for group, rows in (("ours", result["drafters"]), ("transformers", result["hf"])):
         for name, row in rows.items():
             label = name if group == "ours" else f"transformers {name}"
+            halves = " / ".join(f"{v:.2f}×" for v in row.get("speedup_by_language", {}).values())
             lines.append(
-                f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | "
+                f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
+                f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
                 f"{fmt(row['mean_accepted_tokens'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{'✓' if row['identical_to_baseline'] else '✗'} |"
             )
     for name, reason in result.get("hf_skipped", {}).items():
-        lines.append(f"| transformers {name} | not run: {reason} | | | | |")
+        lines.append(f"| transformers {name} | not run: {reason} | | | | | | |")
+    if "generate" in result["hf"]:
+        ratio = result["hf"]["generate"]["ours_none_vs_generate"]
+        lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
+                      f"{ratio:.2f}× its speed (median over prompts)."]
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
