@@ -1,0 +1,505 @@
+"""Drafter training data at scale: the target's features and labels, built in resumable shards.
+
+    python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000 [--threads 1]
+    python -m core.train.drafter_data --preset tiny --budget-tokens 20000      # seconds, for a try
+
+Every training sequence is ``seq_len`` tokens that the target reads once (teacher forcing):
+
+- **text** (most sequences): a window of fixed, openly licensed text -- Chinese and English
+  prose, a system guide with shell sessions, Python source (``--sources``; each source's
+  licence goes into the manifest) -- behind the target's BOS;
+- **distill** (``--distill-share``, default 15%): the target's own greedy continuation of a
+  prompt, either a chat-style question, instruction or code opening (core.train.chat_prompts)
+  or the opening of a corpus document. Greedy decoding costs far more per token than teacher
+  forcing on a CPU, hence the minority share; on a GPU it can be raised.
+
+At every position the target's own labels are kept: its top-``top_k`` next tokens and their
+probabilities (index 0 is its greedy choice), never the text's next token. Of the hidden states
+only the layers the drafters read are kept (``--layers``, default EAGLE-3's low, middle and last
+-- ``hidden_states`` indices, the last one after the final norm, which EAGLE and Medusa read),
+in bfloat16. On 262k-vocabulary targets the LM head is applied to a few hundred rows at a time,
+so no ``[T, vocab]`` logits tensor of a whole batch is ever held.
+
+Shards of ``shard_sequences`` sequences are written to
+``$XDG_CACHE_HOME/speculative-decoding-lab/drafter-data/<preset>-<key>/shard-NNNNN.safetensors``
+(``--out`` to choose), each to a temporary name first and then renamed, with ``manifest.json``
+beside them (settings, target fingerprint, sources and licences, progress, timings). The key
+hashes the settings and the target's fingerprint. What shard i holds is planned from
+``(seed, i)`` alone, so a killed run resumes by running the same command, a larger
+``--budget-tokens`` only appends shards, and the first shards of the data are a seeded random
+sample of all of it (what a data-scaling curve trains on).
+
+Read it back for the trainers with :func:`load` (one ``DrafterData``, bf16 hidden states in RAM)
+or :func:`iter_shards` (one shard at a time).
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ..drafters.learned import target_fingerprint
+from ..errors import UserError
+from .chat_prompts import chat_prompt, prompt_count
+from .corpus import SOURCES, Source, build_corpus
+from .features import DrafterData
+from .more_text import MORE_SOURCES
+from .tiny import token_streams
+
+PIPELINE_VERSION = 1
+ALL_SOURCES: dict[str, Source] = {source.name: source for source in SOURCES + MORE_SOURCES}
+# Sampling weight of each source's windows (renormalised over the chosen sources): half Chinese,
+# half English and code. The poems are small, so they get little weight (they would repeat).
+SOURCE_WEIGHTS = {"tang300": 0.06, "song100": 0.03, "sayings-zh": 0.21, "debref-zh": 0.20,
+                  "austen": 0.22, "kjv": 0.10, "debref-en": 0.10, "pystdlib": 0.08}
+TEXT, DISTILL = 0, 1  # sequence kinds in a shard's ``kind`` tensor
+CHAT_SOURCE = -1  # ``source`` of a sequence continued from a chat-style prompt
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """What the data holds; these, with the target's fingerprint, name its folder (the key)."""
+    preset: str = "gemma-270m"
+    seq_len: int = 128  # tokens per sequence (= training positions per sequence)
+    shard_sequences: int = 32  # sequences per shard file
+    distill_share: float = 0.15  # share of sequences that are the target's greedy continuations
+    chat_share: float = 0.75  # share of those continuing a chat-style prompt (the rest: a document opening)
+    prompt_tokens: int = 24  # longest prompt of a continuation, BOS included
+    layers: tuple[int, ...] | None = None  # hidden_states indices kept; None: (1, L // 2, L)
+    top_k: int = 8
+    sources: tuple[str, ...] = tuple(SOURCE_WEIGHTS)
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raise UserError naming the first bad setting."""
+        unknown = [name for name in self.sources if name not in ALL_SOURCES]
+        if unknown or not self.sources:
+            raise UserError(f"--sources: unknown {unknown or 'empty list'}; known: {', '.join(ALL_SOURCES)}")
+        if self.seq_len < 8 or self.shard_sequences < 1 or self.top_k < 1:
+            raise UserError("--seq-len must be >= 8, --shard-sequences and --top-k >= 1")
+        if not (0 <= self.distill_share <= 1 and 0 <= self.chat_share <= 1):
+            raise UserError("--distill-share and the chat share must be between 0 and 1")
+        if not 8 <= self.prompt_tokens < self.seq_len:
+            raise UserError("the prompt length must be between 8 and seq_len - 1")
+
+    @property
+    def shard_positions(self) -> int:
+        return self.shard_sequences * self.seq_len
+
+
+def default_layers(num_layers: int) -> tuple[int, ...]:
+    """EAGLE-3's fused layers (low, middle, last); EAGLE and Medusa read the last one."""
+    return tuple(sorted({1, num_layers // 2, num_layers}))
+
+
+def resolve_layers(settings: PipelineSettings, num_layers: int) -> PipelineSettings:
+    layers = tuple(sorted(set(settings.layers))) if settings.layers else default_layers(num_layers)
+    if not all(1 <= i <= num_layers for i in layers) or layers[-1] != num_layers:
+        raise UserError(f"--layers must be hidden_states indices in 1..{num_layers} and include the last, "
+                        f"{num_layers} (EAGLE and Medusa read it); got {settings.layers}")
+    return replace(settings, layers=layers)
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/speculative-decoding-lab/drafter-data`` (``~/.cache/...`` by default)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "speculative-decoding-lab" / "drafter-data"
+
+
+def data_key(settings: PipelineSettings, fingerprint: dict) -> str:
+    payload = json.dumps({"version": PIPELINE_VERSION, "target": fingerprint, **asdict(settings)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def default_folder(settings: PipelineSettings, fingerprint: dict) -> Path:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(settings.preset).name) or "target"
+    return cache_root() / f"{name}-{data_key(settings, fingerprint)}"
+
+
+# ---- the plan: what each shard holds, from (seed, shard) alone --------------------------------
+@dataclass(frozen=True)
+class SequencePlan:
+    kind: int  # TEXT or DISTILL
+    source: int  # index into settings.sources, or CHAT_SOURCE
+    start: int = 0  # TEXT: window start in the source's token stream; DISTILL from a document: its start
+    prompt: str = ""  # DISTILL from a chat prompt
+    prompt_len: int = 0  # DISTILL from a document: prompt tokens taken (BOS included)
+
+
+def shard_generator(seed: int, shard: int) -> torch.Generator:
+    digest = hashlib.sha256(f"drafter-data:{seed}:{shard}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+def plan_shard(settings: PipelineSettings, shard: int, streams: list[torch.Tensor],
+               openings: list[torch.Tensor]) -> list[SequencePlan]:
+    """The sequences of ``shard``: ``streams[i]`` is source i's token stream, ``openings[i]`` the
+    positions where its documents start."""
+    s = settings
+    generator = shard_generator(s.seed, shard)
+    weights = torch.tensor([SOURCE_WEIGHTS.get(name, 0.1) for name in s.sources], dtype=torch.double)
+    plans = []
+    for _ in range(s.shard_sequences):
+        distill = float(torch.rand((), generator=generator, dtype=torch.double)) < s.distill_share
+        chat = float(torch.rand((), generator=generator, dtype=torch.double)) < s.chat_share
+        source = int(torch.multinomial(weights, 1, generator=generator))
+        if not distill:
+            start = int(torch.randint(max(1, len(streams[source]) - s.seq_len + 1), (), generator=generator))
+            plans.append(SequencePlan(TEXT, source, start))
+        elif chat:
+            plans.append(SequencePlan(DISTILL, CHAT_SOURCE, prompt=chat_prompt(generator)[1]))
+        else:
+            start = int(openings[source][int(torch.randint(len(openings[source]), (), generator=generator))])
+            length = int(torch.randint(8, s.prompt_tokens + 1, (), generator=generator))
+            plans.append(SequencePlan(DISTILL, source, start, prompt_len=min(length, s.prompt_tokens)))
+    return plans
+
+
+# ---- running the target ---------------------------------------------------------------------
+class Annotator:
+    """Teacher-forced target pass: kept hidden states and the top-k next-token law at every position."""
+
+    def __init__(self, target, layers: tuple[int, ...], top_k: int):
+        self.model = target.model
+        self.layers = layers
+        self.top_k = top_k
+        config = self.model.config.get_text_config()
+        self.softcap = getattr(config, "final_logit_softcapping", None)
+        head = self.model.get_output_embeddings().weight
+        self.head = head.float()  # [V, H]; the same tensor on CPU (fp32 there), a float32 copy on CUDA
+        self.rows = 256 if head.device.type == "cpu" else 2048  # LM-head rows per matmul
+
+    @torch.inference_mode()
+    def __call__(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        """tokens [B, T] -> hidden [B, T, len(layers), H] bf16, top_ids [B, T, k] int32, top_probs [B, T, k] fp32."""
+        device = self.head.device
+        out = self.model.base_model(input_ids=tokens.to(device), output_hidden_states=True)
+        states = out.hidden_states  # embeddings, then after each layer; the last after the final norm
+        hidden = torch.stack([states[i] for i in self.layers], dim=2).to("cpu", torch.bfloat16)
+        final = states[-1].reshape(-1, states[-1].shape[-1])
+        top_ids, top_probs = [], []
+        for start in range(0, final.shape[0], self.rows):
+            logits = final[start : start + self.rows].float() @ self.head.T  # [rows, V]
+            if self.softcap:
+                logits = torch.tanh(logits / self.softcap) * self.softcap
+            values, ids = torch.topk(logits, self.top_k, dim=-1)
+            top_probs.append((values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp().cpu())
+            top_ids.append(ids.to("cpu", torch.int32))
+        shape = (*tokens.shape, self.top_k)
+        return {"hidden": hidden, "top_ids": torch.cat(top_ids).view(shape), "top_probs": torch.cat(top_probs).view(shape)}
+
+
+@torch.inference_mode()
+def continue_greedy(target, prompts: list[list[int]], length: int) -> list[torch.Tensor]:
+    """Each prompt (token ids, BOS included) continued greedily to ``length`` tokens, end-of-text
+    suppressed; prompts are batched with left padding."""
+    pad = target.tokenizer.pad_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    new = length - min(len(p) for p in prompts)
+    out = target.model.generate(
+        ids.to(target.device), attention_mask=mask.to(target.device), max_new_tokens=new, min_new_tokens=new,
+        do_sample=False, temperature=None, top_k=None, top_p=None, pad_token_id=pad,
+    ).cpu()
+    return [row[width - len(p):][:length] for row, p in zip(out, prompts)]
+
+
+def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], streams: list[torch.Tensor],
+                 batch_size: int) -> torch.Tensor:
+    """[shard_sequences, seq_len] token ids of the planned sequences."""
+    bos = target.tokenizer.bos_token_id
+    length = settings.seq_len
+    rows: list[torch.Tensor | None] = [None] * len(plans)
+    prompts: dict[int, list[int]] = {}
+    for i, plan in enumerate(plans):
+        if plan.kind == TEXT:
+            window = streams[plan.source][plan.start : plan.start + length - 1]
+            rows[i] = torch.cat([torch.tensor([bos]), window])
+        elif plan.source == CHAT_SOURCE:
+            prompts[i] = target.tokenizer(plan.prompt).input_ids[: settings.prompt_tokens]
+        else:
+            opening = streams[plan.source][plan.start : plan.start + plan.prompt_len].tolist()
+            prompts[i] = opening if opening[:1] == [bos] else [bos] + opening[: plan.prompt_len - 1]
+    order = sorted(prompts, key=lambda i: len(prompts[i]))  # similar lengths together: less padding
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        for i, row in zip(batch, continue_greedy(target, [prompts[i] for i in batch], length)):
+            rows[i] = row
+    return torch.stack(rows)
+
+
+# ---- shards and the manifest -----------------------------------------------------------------
+def shard_path(folder: Path, index: int) -> Path:
+    return folder / f"shard-{index:05d}.safetensors"
+
+
+def write_atomic(path: Path, write) -> None:
+    """``write(tmp_path)`` then rename over ``path``: a reader never sees a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict) -> None:
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n",
+                                                  encoding="utf-8"))
+
+
+def done_shards(folder: Path) -> set[int]:
+    return {int(p.stem.split("-")[1]) for p in folder.glob("shard-*.safetensors")}
+
+
+def load_streams(folder: Path, target, settings: PipelineSettings) -> list[torch.Tensor]:
+    """Token streams of the chosen sources' training documents, tokenized once and kept with the
+    data, so a resumed run plans from the same text even if a package was upgraded meanwhile."""
+    path = folder / "streams.safetensors"
+    if path.exists():
+        with safe_open(str(path), "pt") as f:
+            return [f.get_tensor(name).long() for name in settings.sources]
+    corpus = build_corpus(sources=tuple(ALL_SOURCES[name] for name in settings.sources))
+    streams = token_streams(corpus.train, target.tokenizer)
+    write_atomic(path, lambda tmp: save_file({n: streams[n].to(torch.int32) for n in settings.sources}, str(tmp)))
+    return [streams[name] for name in settings.sources]
+
+
+def source_records(settings: PipelineSettings, streams: list[torch.Tensor]) -> list[dict]:
+    total = sum(SOURCE_WEIGHTS.get(name, 0.1) for name in settings.sources)
+    return [{"name": name, "language": ALL_SOURCES[name].language, "licence": ALL_SOURCES[name].licence,
+             "debian_packages": list(ALL_SOURCES[name].apt_packages), "training_tokens": len(stream),
+             "text_weight": round(SOURCE_WEIGHTS.get(name, 0.1) / total, 4)}
+            for name, stream in zip(settings.sources, streams)]
+
+
+@dataclass
+class RunOptions:
+    """How fast the data is made, not what it holds."""
+    budget_tokens: int
+    device: str = "auto"
+    threads: int = 1
+    batch_size: int = 8
+    out: Path | None = None
+
+
+@dataclass
+class Progress:
+    total: int
+    done: int
+    started: float = field(default_factory=time.perf_counter)
+    made: int = 0  # positions made by this run
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        rate = self.made / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta_text = "--" if math.isnan(eta) else f"{int(eta // 3600)}h{int(eta % 3600 // 60):02d}m{int(eta % 60):02d}s"
+        return (f"{self.done:,}/{self.total:,} positions ({100 * self.done / max(1, self.total):.1f}%), "
+                f"{rate:.1f} positions/s, ETA {eta_text}")
+
+
+def build(settings: PipelineSettings, run: RunOptions, log=None) -> Path:
+    """Make (or complete) the data for ``run.budget_tokens`` positions; returns its folder."""
+    from ..models import load_model, resolve_preset
+
+    log = log or (lambda message: print(f"[data] {message}", file=sys.stderr, flush=True))
+    settings.check()
+    torch.set_num_threads(run.threads)
+    target = load_model(resolve_preset(settings.preset).target, run.device)
+    config = target.model.config.get_text_config()
+    settings = resolve_layers(settings, config.num_hidden_layers)
+    fingerprint = target_fingerprint(target.model)
+    folder = run.out or default_folder(settings, fingerprint)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another build is writing {folder}") from None
+        return _build_locked(target, settings, run, fingerprint, folder, log)
+
+
+def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerprint: dict, folder: Path, log) -> Path:
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
+    if manifest and (manifest["settings"] != json.loads(json.dumps(asdict(settings)))
+                     or manifest["target"] != fingerprint):
+        raise UserError(f"{folder} holds data of other settings or another target: choose another --out")
+    for stale in folder.glob(".*.tmp"):  # a write that a kill interrupted
+        stale.unlink()
+    streams = load_streams(folder, target, settings)
+    openings = [(stream == target.tokenizer.bos_token_id).nonzero().flatten() for stream in streams]
+    n_shards = math.ceil(run.budget_tokens / settings.shard_positions)
+    done = done_shards(folder)
+    todo = [i for i in range(n_shards) if i not in done]
+    manifest = manifest or {
+        "pipeline_version": PIPELINE_VERSION, "settings": asdict(settings), "target": fingerprint,
+        "target_path": str(target.path), "key": data_key(settings, fingerprint),
+        "sources": source_records(settings, streams), "chat_prompts": prompt_count(),
+        "tensors": {"tokens": "[S, T] int32", "hidden": "[S, T, len(layers), H] bfloat16 (hidden_states at layers)",
+                    "top_ids": "[S, T, top_k] int32 (index 0: the target's greedy next token)",
+                    "top_probs": "[S, T, top_k] float32", "kind": f"[S] uint8 ({TEXT} text, {DISTILL} distill)",
+                    "source": f"[S] int16 (index into sources; {CHAT_SOURCE}: chat prompt)",
+                    "prompt_len": "[S] int16 (distill: tokens before the continuation; text: 0)"},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [], "shards": 0, "positions": 0,
+        "seconds": 0.0,
+    }
+    manifest["runs"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "budget_tokens": run.budget_tokens, "device": str(target.device),
+                             "dtype": str(target.model.dtype), "threads": torch.get_num_threads(),
+                             "batch_size": run.batch_size, "command": " ".join(sys.argv)})
+    annotator = Annotator(target, settings.layers, settings.top_k)
+    progress = Progress(total=n_shards * settings.shard_positions,
+                        done=len(done & set(range(n_shards))) * settings.shard_positions)
+    log(f"{folder}: {len(done)} shards there, {len(todo)} to make ({settings.shard_positions:,} positions each; "
+        f"{run.budget_tokens:,} positions asked), layers {list(settings.layers)}, device {target.device}, "
+        f"{torch.get_num_threads()} threads")
+    for index in todo:
+        start = time.perf_counter()
+        plans = plan_shard(settings, index, streams, openings)
+        tokens = shard_tokens(target, settings, plans, streams, run.batch_size)
+        parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
+        tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
+        tensors.update(
+            tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
+            source=torch.tensor([p.source for p in plans], dtype=torch.int16),
+            prompt_len=torch.tensor([len(target.tokenizer(p.prompt).input_ids[: settings.prompt_tokens]) if p.prompt
+                                     else p.prompt_len for p in plans], dtype=torch.int16),
+        )
+        seconds = time.perf_counter() - start
+        write_atomic(shard_path(folder, index), lambda tmp: save_file(
+            tensors, str(tmp), metadata={"shard": str(index), "seconds": f"{seconds:.2f}", "device": str(target.device)}))
+        progress.done += settings.shard_positions
+        progress.made += settings.shard_positions
+        manifest.update(shards=len(done_shards(folder)), positions=len(done_shards(folder)) * settings.shard_positions,
+                        seconds=round(manifest["seconds"] + seconds, 1),
+                        updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        write_json(manifest_path, manifest)
+        distilled = sum(p.kind == DISTILL for p in plans)
+        log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
+            f"{seconds:.1f} s; {progress.line()}")
+    write_json(manifest_path, manifest)
+    log(f"done: {folder} holds {manifest['positions']:,} positions")
+    return folder
+
+
+# ---- reading it back for the trainers ---------------------------------------------------------
+@dataclass
+class StoredDrafterData(DrafterData):
+    """``DrafterData`` whose ``hidden`` holds only the stored layers ``layer_ids`` (the last is the
+    target's last, so ``hidden[..., -1, :]`` is the feature EAGLE and Medusa read)."""
+    layer_ids: tuple[int, ...] = ()
+
+    def layers(self, indices: tuple[int, ...], rows) -> list[torch.Tensor]:
+        missing = [i for i in indices if i not in self.layer_ids]
+        if missing:
+            raise UserError(f"the drafter data holds layers {list(self.layer_ids)}, not {missing}: "
+                            "rebuild it with --layers")
+        return [self.hidden[rows, :, self.layer_ids.index(i)].float() for i in indices]
+
+    def take(self, rows, length: int | None = None) -> "StoredDrafterData":
+        cut = slice(None, length)
+        return StoredDrafterData(self.tokens[rows, cut], self.hidden[rows, cut], self.top_ids[rows, cut],
+                                 self.top_probs[rows, cut], self.layer_ids)
+
+
+def read_manifest(folder: Path) -> dict:
+    path = Path(folder) / "manifest.json"
+    if not path.exists():
+        raise UserError(f"no drafter data in {folder}: make it with `python -m core.train.drafter_data`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_shard(path: Path, layer_ids: tuple[int, ...]) -> StoredDrafterData:
+    with safe_open(str(path), "pt") as f:
+        return StoredDrafterData(f.get_tensor("tokens").long(), f.get_tensor("hidden"), f.get_tensor("top_ids").long(),
+                                 f.get_tensor("top_probs"), layer_ids)
+
+
+def iter_shards(folder: Path, max_positions: int | None = None, target_model=None) -> Iterator[StoredDrafterData]:
+    """The shards in plan order (each a ``StoredDrafterData`` of ``shard_sequences`` sequences),
+    stopping after ``max_positions``; only shards that exist are read (a build may be running).
+    With ``target_model``, checks the data was made by that target."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    if target_model is not None and manifest["target"] != target_fingerprint(target_model):
+        raise UserError(f"the drafter data in {folder} was made by another target")
+    layer_ids = tuple(manifest["settings"]["layers"])
+    positions = 0
+    for index in sorted(done_shards(folder)):
+        if max_positions is not None and positions >= max_positions:
+            return
+        shard = read_shard(shard_path(folder, index), layer_ids)
+        positions += shard.tokens.numel()
+        yield shard
+
+
+def load(folder: Path, max_positions: int | None = None, target_model=None) -> StoredDrafterData:
+    """All shards (or the first ``max_positions`` positions' worth, whole shards) as one
+    ``DrafterData`` for core.train.eagle / core.train.medusa: bf16 hidden states, about
+    ``2 * H * len(layers)`` bytes a position in RAM."""
+    shards = list(iter_shards(folder, max_positions, target_model))
+    if not shards:
+        raise UserError(f"the drafter data in {folder} has no shard yet")
+    cat = lambda name: torch.cat([getattr(s, name) for s in shards])  # noqa: E731
+    return StoredDrafterData(cat("tokens"), cat("hidden"), cat("top_ids"), cat("top_probs"), shards[0].layer_ids)
+
+
+# ---- command line ------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOptions]:
+    defaults = PipelineSettings()
+    parser = argparse.ArgumentParser(prog="python -m core.train.drafter_data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default=defaults.preset, help="target: gemma-270m, tiny, or a model folder")
+    parser.add_argument("--budget-tokens", type=int, required=True,
+                        help="training positions to have (rounded up to whole shards); a larger one later appends")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--batch-size", type=int, default=8, help="sequences per target forward (default 8)")
+    parser.add_argument("--out", type=Path, help="data folder (default: under the user's cache, named by the key)")
+    parser.add_argument("--seq-len", type=int, default=defaults.seq_len)
+    parser.add_argument("--shard-sequences", type=int, default=defaults.shard_sequences)
+    parser.add_argument("--distill-share", type=float, default=defaults.distill_share,
+                        help=f"share of sequences that are the target's greedy continuations (default "
+                             f"{defaults.distill_share}; decoding is slow on a CPU, raise it on a GPU)")
+    parser.add_argument("--chat-share", type=float, default=defaults.chat_share,
+                        help="share of continued prompts that are chat-style (the rest: document openings)")
+    parser.add_argument("--layers", help="hidden_states indices to keep, comma-separated (default: 1, L/2, L)")
+    parser.add_argument("--top-k", type=int, default=defaults.top_k)
+    parser.add_argument("--sources", default=",".join(defaults.sources),
+                        help=f"text sources, comma-separated (default all: {', '.join(defaults.sources)})")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    args = parser.parse_args(argv)
+    settings = PipelineSettings(
+        preset=args.preset, seq_len=args.seq_len, shard_sequences=args.shard_sequences,
+        distill_share=args.distill_share, chat_share=args.chat_share,
+        layers=tuple(int(i) for i in args.layers.split(",")) if args.layers else None, top_k=args.top_k,
+        sources=tuple(filter(None, args.sources.split(","))), seed=args.seed,
+    )
+    return settings, RunOptions(args.budget_tokens, args.device, args.threads, args.batch_size, args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, run = parse_args(argv)
+    try:
+        build(settings, run)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
