@@ -15,10 +15,11 @@ Every training sequence is ``seq_len`` tokens that the target reads once (teache
 
 At every position the target's own labels are kept: its top-``top_k`` next tokens and their
 probabilities (index 0 is its greedy choice), never the text's next token. Of the hidden states
-only the layers the drafters read are kept (``--layers``, default EAGLE-3's low, middle and last
--- ``hidden_states`` indices, the last one after the final norm, which EAGLE and Medusa read),
-in bfloat16. On 262k-vocabulary targets the LM head is applied to a few hundred rows at a time,
-so no ``[T, vocab]`` logits tensor of a whole batch is ever held.
+only the layers the drafters read are kept (``--layers``, ``hidden_states`` indices; default
+the low, middle and last layer this project's EAGLE-3 fuses -- the last is after the final
+norm, what EAGLE and Medusa read -- plus the paper's high layer L-3), in bfloat16. The LM head
+is applied a few hundred rows at a time (no ``[B*T, vocab]`` logits tensor is ever held), in
+bfloat16 with the best candidates rescored in float32 (see :class:`Head`).
 
 Shards of ``shard_sequences`` sequences are written to
 ``$XDG_CACHE_HOME/speculative-decoding-lab/drafter-data/<preset>-<key>/shard-NNNNN.safetensors``
@@ -50,6 +51,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from transformers.cache_utils import DynamicCache
 
 from ..drafters.learned import target_fingerprint
 from ..errors import UserError
@@ -74,12 +76,13 @@ class PipelineSettings:
     """What the data holds; these, with the target's fingerprint, name its folder (the key)."""
     preset: str = "gemma-270m"
     seq_len: int = 128  # tokens per sequence (= training positions per sequence)
-    shard_sequences: int = 32  # sequences per shard file
+    shard_sequences: int = 128  # sequences per shard file
     distill_share: float = 0.15  # share of sequences that are the target's greedy continuations
     chat_share: float = 0.75  # share of those continuing a chat-style prompt (the rest: a document opening)
     prompt_tokens: int = 24  # longest prompt of a continuation, BOS included
-    layers: tuple[int, ...] | None = None  # hidden_states indices kept; None: (1, L // 2, L)
+    layers: tuple[int, ...] | None = None  # hidden_states indices kept; None: default_layers
     top_k: int = 8
+    rescore: int = 64  # LM-head candidates rescored in float32 after a bf16 pass (0: all float32; see Head)
     sources: tuple[str, ...] = tuple(SOURCE_WEIGHTS)
     seed: int = 0
 
@@ -90,6 +93,8 @@ class PipelineSettings:
             raise UserError(f"--sources: unknown {unknown or 'empty list'}; known: {', '.join(ALL_SOURCES)}")
         if self.seq_len < 8 or self.shard_sequences < 1 or self.top_k < 1:
             raise UserError("--seq-len must be >= 8, --shard-sequences and --top-k >= 1")
+        if 0 < self.rescore < self.top_k:
+            raise UserError("--rescore must be 0 or at least --top-k")
         if not (0 <= self.distill_share <= 1 and 0 <= self.chat_share <= 1):
             raise UserError("--distill-share and the chat share must be between 0 and 1")
         if not 8 <= self.prompt_tokens < self.seq_len:
@@ -101,8 +106,9 @@ class PipelineSettings:
 
 
 def default_layers(num_layers: int) -> tuple[int, ...]:
-    """EAGLE-3's fused layers (low, middle, last); EAGLE and Medusa read the last one."""
-    return tuple(sorted({1, num_layers // 2, num_layers}))
+    """The layers this project's EAGLE-3 fuses (1, L/2, L; EAGLE and Medusa read L, after the final
+    norm) and the EAGLE-3 paper's "high" layer L-3, for an ablation: (1, 9, 15, 18) on Gemma 3 270M."""
+    return tuple(sorted({1, num_layers // 2, max(1, num_layers - 3), num_layers}))
 
 
 def resolve_layers(settings: PipelineSettings, num_layers: int) -> PipelineSettings:
@@ -169,57 +175,104 @@ def plan_shard(settings: PipelineSettings, shard: int, streams: list[torch.Tenso
 
 
 # ---- running the target ---------------------------------------------------------------------
+class Head:
+    """The target's LM head, applied a few hundred rows at a time.
+
+    With ``rescore`` > 0 the logits of all V tokens are computed in bfloat16 (several times
+    faster on CPUs with bf16 matrix units, as on GPUs) only to pick ``rescore`` candidates,
+    whose logits are then recomputed in float32 from the target's own weights: the top-k ids,
+    and so the greedy token, are the float32 head's (unless a true top-k token ranked below
+    ``rescore`` in bf16, which a margin of 64 makes vanishingly rare); the log-normaliser comes
+    from the bf16 logits (probabilities off by ~1% relative; the trainers renormalise the
+    top-k law, which cancels it). ``rescore`` = 0: everything in float32.
+    """
+
+    def __init__(self, model, rescore: int):
+        weight = model.get_output_embeddings().weight  # [V, H]
+        self.weight = weight.float()  # the same tensor on CPU (fp32 there), a float32 copy on CUDA
+        self.low = weight.to(torch.bfloat16) if rescore else None
+        self.rescore = min(rescore, weight.shape[0])
+        config = model.config.get_text_config()
+        self.softcap = getattr(config, "final_logit_softcapping", None)
+        self.rows = 256 if weight.device.type == "cpu" else 4096
+
+    def _cap(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
+
+    @torch.inference_mode()
+    def top(self, final: torch.Tensor, k: int, banned: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """final [n, H] (after the final norm) -> (ids [n, k] int64, log-probabilities [n, k] float32),
+        best first; ``banned`` ids are never returned (their probability still counts)."""
+        ids, logprobs = [], []
+        for start in range(0, final.shape[0], self.rows):
+            rows = final[start : start + self.rows]
+            if self.low is None:
+                logits = self._cap(rows.float() @ self.weight.T)  # [r, V]
+                lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+                candidates = None
+            else:
+                approx = self._cap((rows.to(torch.bfloat16) @ self.low.T).float())  # [r, V]
+                lse = torch.logsumexp(approx, dim=-1, keepdim=True)
+                candidates = torch.topk(approx, self.rescore, dim=-1).indices  # [r, C]
+                del approx
+                logits = self._cap(torch.einsum("rh,rch->rc", rows.float(), self.weight[candidates]))  # [r, C]
+            if banned is not None:
+                token_ids = torch.arange(logits.shape[-1], device=logits.device) if candidates is None else candidates
+                logits = logits.masked_fill(torch.isin(token_ids, banned).expand_as(logits), float("-inf"))
+            values, top = torch.topk(logits, k, dim=-1)
+            ids.append(top if candidates is None else candidates.gather(-1, top))
+            logprobs.append(values - lse)
+        return torch.cat(ids), torch.cat(logprobs)
+
+
 class Annotator:
     """Teacher-forced target pass: kept hidden states and the top-k next-token law at every position."""
 
-    def __init__(self, target, layers: tuple[int, ...], top_k: int):
+    def __init__(self, target, head: Head, layers: tuple[int, ...], top_k: int):
         self.model = target.model
+        self.head = head
         self.layers = layers
         self.top_k = top_k
-        config = self.model.config.get_text_config()
-        self.softcap = getattr(config, "final_logit_softcapping", None)
-        head = self.model.get_output_embeddings().weight
-        self.head = head.float()  # [V, H]; the same tensor on CPU (fp32 there), a float32 copy on CUDA
-        self.rows = 256 if head.device.type == "cpu" else 2048  # LM-head rows per matmul
 
     @torch.inference_mode()
     def __call__(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """tokens [B, T] -> hidden [B, T, len(layers), H] bf16, top_ids [B, T, k] int32, top_probs [B, T, k] fp32."""
-        device = self.head.device
-        out = self.model.base_model(input_ids=tokens.to(device), output_hidden_states=True)
+        out = self.model.base_model(input_ids=tokens.to(self.model.device), output_hidden_states=True)
         states = out.hidden_states  # embeddings, then after each layer; the last after the final norm
         hidden = torch.stack([states[i] for i in self.layers], dim=2).to("cpu", torch.bfloat16)
-        final = states[-1].reshape(-1, states[-1].shape[-1])
-        top_ids, top_probs = [], []
-        for start in range(0, final.shape[0], self.rows):
-            logits = final[start : start + self.rows].float() @ self.head.T  # [rows, V]
-            if self.softcap:
-                logits = torch.tanh(logits / self.softcap) * self.softcap
-            values, ids = torch.topk(logits, self.top_k, dim=-1)
-            top_probs.append((values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp().cpu())
-            top_ids.append(ids.to("cpu", torch.int32))
+        ids, logprobs = self.head.top(states[-1].reshape(-1, states[-1].shape[-1]), self.top_k)
         shape = (*tokens.shape, self.top_k)
-        return {"hidden": hidden, "top_ids": torch.cat(top_ids).view(shape), "top_probs": torch.cat(top_probs).view(shape)}
+        return {"hidden": hidden, "top_ids": ids.to("cpu", torch.int32).view(shape),
+                "top_probs": logprobs.exp().to("cpu", torch.float32).view(shape)}
 
 
 @torch.inference_mode()
-def continue_greedy(target, prompts: list[list[int]], length: int) -> list[torch.Tensor]:
-    """Each prompt (token ids, BOS included) continued greedily to ``length`` tokens, end-of-text
-    suppressed; prompts are batched with left padding."""
+def continue_greedy(target, head: Head, prompts: list[list[int]], length: int) -> list[torch.Tensor]:
+    """Each prompt (token ids, BOS included) continued with the target's greedy tokens to ``length``
+    tokens, end-of-text suppressed (the text goes on). Prompts are batched with left padding; one
+    cached forward per new token, the LM head on the last position only."""
+    device = target.device
     pad = target.tokenizer.pad_token_id
     width = max(len(p) for p in prompts)
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    new = length - min(len(p) for p in prompts)
-    out = target.model.generate(
-        ids.to(target.device), attention_mask=mask.to(target.device), max_new_tokens=new, min_new_tokens=new,
-        do_sample=False, temperature=None, top_k=None, top_p=None, pad_token_id=pad,
-    ).cpu()
-    return [row[width - len(p):][:length] for row, p in zip(out, prompts)]
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)  # [B, width]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    positions = (mask.cumsum(1) - 1).clamp_min(0)
+    banned = torch.tensor(sorted(target.eos_ids), device=device)
+    cache = DynamicCache(config=target.model.config)
+    pieces, step_ids = [ids], ids
+    for _ in range(length - min(len(p) for p in prompts)):
+        out = target.model.base_model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
+                                      cache=cache, use_cache=True)
+        step_ids = head.top(out.last_hidden_state[:, -1], 1, banned)[0]  # [B, 1]
+        pieces.append(step_ids)
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        positions = positions[:, -1:] + 1
+    full = torch.cat(pieces, dim=1).cpu()
+    return [row[width - len(p):][:length] for row, p in zip(full, prompts)]
 
 
 def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], streams: list[torch.Tensor],
-                 batch_size: int) -> torch.Tensor:
+                 head: Head, batch_size: int) -> torch.Tensor:
     """[shard_sequences, seq_len] token ids of the planned sequences."""
     bos = target.tokenizer.bos_token_id
     length = settings.seq_len
@@ -237,7 +290,7 @@ def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], 
     order = sorted(prompts, key=lambda i: len(prompts[i]))  # similar lengths together: less padding
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        for i, row in zip(batch, continue_greedy(target, [prompts[i] for i in batch], length)):
+        for i, row in zip(batch, continue_greedy(target, head, [prompts[i] for i in batch], length)):
             rows[i] = row
     return torch.stack(rows)
 
@@ -290,7 +343,8 @@ class RunOptions:
     budget_tokens: int
     device: str = "auto"
     threads: int = 1
-    batch_size: int = 8
+    batch_size: int = 8  # sequences per teacher-forced forward
+    gen_batch: int = 32  # prompts continued together (decoding gains most from batching)
     out: Path | None = None
 
 
@@ -359,18 +413,23 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
     manifest["runs"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "budget_tokens": run.budget_tokens, "device": str(target.device),
                              "dtype": str(target.model.dtype), "threads": torch.get_num_threads(),
-                             "batch_size": run.batch_size, "command": " ".join(sys.argv)})
-    annotator = Annotator(target, settings.layers, settings.top_k)
+                             "batch_size": run.batch_size, "gen_batch": run.gen_batch, "command": " ".join(sys.argv)})
+    head = Head(target.model, settings.rescore)
+    annotator = Annotator(target, head, settings.layers, settings.top_k)
     progress = Progress(total=n_shards * settings.shard_positions,
                         done=len(done & set(range(n_shards))) * settings.shard_positions)
     log(f"{folder}: {len(done)} shards there, {len(todo)} to make ({settings.shard_positions:,} positions each; "
         f"{run.budget_tokens:,} positions asked), layers {list(settings.layers)}, device {target.device}, "
         f"{torch.get_num_threads()} threads")
     for index in todo:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         plans = plan_shard(settings, index, streams, openings)
-        tokens = shard_tokens(target, settings, plans, streams, run.batch_size)
+        tokens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
+        decoded = time.perf_counter()
+        log(f"shard {index + 1}/{n_shards}: {sum(p.kind == DISTILL for p in plans)} continuations decoded in "
+            f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
         parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
+        forward_seconds = time.perf_counter() - decoded
         tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
         tensors.update(
             tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
@@ -389,7 +448,8 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
         write_json(manifest_path, manifest)
         distilled = sum(p.kind == DISTILL for p in plans)
         log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
-            f"{seconds:.1f} s; {progress.line()}")
+            f"{seconds:.1f} s (decoding {decoded - start:.1f} s, teacher-forced pass {forward_seconds:.1f} s; "
+            f"{time.process_time() - cpu_start:.0f} CPU s); {progress.line()}")
     write_json(manifest_path, manifest)
     log(f"done: {folder} holds {manifest['positions']:,} positions")
     return folder
@@ -467,7 +527,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
                         help="training positions to have (rounded up to whole shards); a larger one later appends")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    parser.add_argument("--batch-size", type=int, default=8, help="sequences per target forward (default 8)")
+    parser.add_argument("--batch-size", type=int, default=8, help="sequences per teacher-forced forward (default 8)")
+    parser.add_argument("--gen-batch", type=int, default=32, help="prompts continued together (default 32)")
     parser.add_argument("--out", type=Path, help="data folder (default: under the user's cache, named by the key)")
     parser.add_argument("--seq-len", type=int, default=defaults.seq_len)
     parser.add_argument("--shard-sequences", type=int, default=defaults.shard_sequences)
@@ -476,8 +537,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
                              f"{defaults.distill_share}; decoding is slow on a CPU, raise it on a GPU)")
     parser.add_argument("--chat-share", type=float, default=defaults.chat_share,
                         help="share of continued prompts that are chat-style (the rest: document openings)")
-    parser.add_argument("--layers", help="hidden_states indices to keep, comma-separated (default: 1, L/2, L)")
+    parser.add_argument("--layers", help="hidden_states indices to keep, comma-separated (default: 1, L/2, L-3, L)")
     parser.add_argument("--top-k", type=int, default=defaults.top_k)
+    parser.add_argument("--rescore", type=int, default=defaults.rescore,
+                        help="LM-head candidates from a bf16 pass rescored in float32 (0: the whole head in float32)")
     parser.add_argument("--sources", default=",".join(defaults.sources),
                         help=f"text sources, comma-separated (default all: {', '.join(defaults.sources)})")
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -486,9 +549,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
         preset=args.preset, seq_len=args.seq_len, shard_sequences=args.shard_sequences,
         distill_share=args.distill_share, chat_share=args.chat_share,
         layers=tuple(int(i) for i in args.layers.split(",")) if args.layers else None, top_k=args.top_k,
+        rescore=args.rescore,
         sources=tuple(filter(None, args.sources.split(","))), seed=args.seed,
     )
-    return settings, RunOptions(args.budget_tokens, args.device, args.threads, args.batch_size, args.out)
+    return settings, RunOptions(args.budget_tokens, args.device, args.threads, args.batch_size, args.gen_batch, args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
