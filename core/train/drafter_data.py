@@ -488,33 +488,45 @@ def read_shard(path: Path, layer_ids: tuple[int, ...]) -> StoredDrafterData:
                                  f.get_tensor("top_probs"), layer_ids)
 
 
-def iter_shards(folder: Path, max_positions: int | None = None, target_model=None) -> Iterator[StoredDrafterData]:
-    """The shards in plan order (each a ``StoredDrafterData`` of ``shard_sequences`` sequences),
-    stopping after ``max_positions``; only shards that exist are read (a build may be running).
-    With ``target_model``, checks the data was made by that target."""
-    folder = Path(folder)
+def _shards_to_read(folder: Path, max_positions: int | None, target_model) -> tuple[tuple[int, ...], list[Path]]:
     manifest = read_manifest(folder)
     if target_model is not None and manifest["target"] != target_fingerprint(target_model):
         raise UserError(f"the drafter data in {folder} was made by another target")
-    layer_ids = tuple(manifest["settings"]["layers"])
-    positions = 0
-    for index in sorted(done_shards(folder)):
-        if max_positions is not None and positions >= max_positions:
-            return
-        shard = read_shard(shard_path(folder, index), layer_ids)
-        positions += shard.tokens.numel()
-        yield shard
+    settings = manifest["settings"]
+    per_shard = settings["shard_sequences"] * settings["seq_len"]
+    indices = sorted(done_shards(folder))  # the shards there now (a build may be adding more)
+    if max_positions is not None:
+        indices = indices[: -(-max_positions // per_shard)]
+    return tuple(settings["layers"]), [shard_path(folder, i) for i in indices]
+
+
+def iter_shards(folder: Path, max_positions: int | None = None, target_model=None) -> Iterator[StoredDrafterData]:
+    """The shards in plan order (each a ``StoredDrafterData`` of ``shard_sequences`` sequences),
+    enough for ``max_positions`` (whole shards); only shards already written are read, so this
+    works while a build is running. With ``target_model``, checks the data is that target's."""
+    layer_ids, paths = _shards_to_read(Path(folder), max_positions, target_model)
+    for path in paths:
+        yield read_shard(path, layer_ids)
 
 
 def load(folder: Path, max_positions: int | None = None, target_model=None) -> StoredDrafterData:
-    """All shards (or the first ``max_positions`` positions' worth, whole shards) as one
-    ``DrafterData`` for core.train.eagle / core.train.medusa: bf16 hidden states, about
-    ``2 * H * len(layers)`` bytes a position in RAM."""
-    shards = list(iter_shards(folder, max_positions, target_model))
-    if not shards:
+    """The shards of :func:`iter_shards` as one ``DrafterData`` for core.train.eagle /
+    core.train.medusa: bf16 hidden states, about ``2 * H * len(layers) + 140`` bytes a position
+    in RAM (5.3 GB for 1M Gemma positions), filled shard by shard so the peak is that plus one shard."""
+    layer_ids, paths = _shards_to_read(Path(folder), max_positions, target_model)
+    if not paths:
         raise UserError(f"the drafter data in {folder} has no shard yet")
-    cat = lambda name: torch.cat([getattr(s, name) for s in shards])  # noqa: E731
-    return StoredDrafterData(cat("tokens"), cat("hidden"), cat("top_ids"), cat("top_probs"), shards[0].layer_ids)
+    fields = ("tokens", "hidden", "top_ids", "top_probs")
+    out: dict[str, torch.Tensor] = {}
+    for number, path in enumerate(paths):
+        shard = read_shard(path, layer_ids)
+        rows = len(shard)
+        if not out:
+            out = {name: torch.empty((rows * len(paths), *getattr(shard, name).shape[1:]),
+                                     dtype=getattr(shard, name).dtype) for name in fields}
+        for name in fields:
+            out[name][number * rows : (number + 1) * rows] = getattr(shard, name)
+    return StoredDrafterData(**out, layer_ids=layer_ids)
 
 
 # ---- command line ------------------------------------------------------------------------------
