@@ -194,7 +194,7 @@ class Head:
         self.rescore = min(rescore, weight.shape[0])
         config = model.config.get_text_config()
         self.softcap = getattr(config, "final_logit_softcapping", None)
-        self.rows = 256 if weight.device.type == "cpu" else 4096
+        self.rows = 256 if weight.device.type == "cpu" else 1024
 
     def _cap(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
@@ -425,7 +425,7 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
         start, cpu_start = time.perf_counter(), time.process_time()
         plans = plan_shard(settings, index, streams, openings)
         tokens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
-        decoded = time.perf_counter()
+        decoded, cpu_decoded = time.perf_counter(), time.process_time()
         log(f"shard {index + 1}/{n_shards}: {sum(p.kind == DISTILL for p in plans)} continuations decoded in "
             f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
         parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
@@ -448,8 +448,8 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
         write_json(manifest_path, manifest)
         distilled = sum(p.kind == DISTILL for p in plans)
         log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
-            f"{seconds:.1f} s (decoding {decoded - start:.1f} s, teacher-forced pass {forward_seconds:.1f} s; "
-            f"{time.process_time() - cpu_start:.0f} CPU s); {progress.line()}")
+            f"{seconds:.1f} s (decoding {decoded - start:.1f} s, teacher-forced pass {forward_seconds:.1f} s; CPU time "
+            f"{cpu_decoded - cpu_start:.0f} + {time.process_time() - cpu_decoded:.0f} s); {progress.line()}")
     write_json(manifest_path, manifest)
     log(f"done: {folder} holds {manifest['positions']:,} positions")
     return folder
