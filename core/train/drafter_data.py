@@ -156,7 +156,7 @@ def plan_shard(settings: PipelineSettings, shard: int, streams: list[torch.Tenso
     positions where its documents start."""
     s = settings
     generator = shard_generator(s.seed, shard)
-    weights = torch.tensor([SOURCE_WEIGHTS.get(name, 0.1) for name in s.sources], dtype=torch.double)
+    weights = torch.tensor([SOURCE_WEIGHTS[name] for name in s.sources], dtype=torch.double)
     plans = []
     for _ in range(s.shard_sequences):
         distill = float(torch.rand((), generator=generator, dtype=torch.double)) < s.distill_share
@@ -272,8 +272,9 @@ def continue_greedy(target, head: Head, prompts: list[list[int]], length: int) -
 
 
 def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], streams: list[torch.Tensor],
-                 head: Head, batch_size: int) -> torch.Tensor:
-    """[shard_sequences, seq_len] token ids of the planned sequences."""
+                 head: Head, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [shard_sequences, seq_len] of the planned sequences, and the prompt length of each
+    continued one ([shard_sequences] int16; 0 for text)."""
     bos = target.tokenizer.bos_token_id
     length = settings.seq_len
     rows: list[torch.Tensor | None] = [None] * len(plans)
@@ -292,7 +293,8 @@ def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], 
         batch = order[start : start + batch_size]
         for i, row in zip(batch, continue_greedy(target, head, [prompts[i] for i in batch], length)):
             rows[i] = row
-    return torch.stack(rows)
+    prompt_lens = torch.tensor([len(prompts.get(i, ())) for i in range(len(plans))], dtype=torch.int16)
+    return torch.stack(rows), prompt_lens
 
 
 # ---- shards and the manifest -----------------------------------------------------------------
@@ -330,10 +332,10 @@ def load_streams(folder: Path, target, settings: PipelineSettings) -> list[torch
 
 
 def source_records(settings: PipelineSettings, streams: list[torch.Tensor]) -> list[dict]:
-    total = sum(SOURCE_WEIGHTS.get(name, 0.1) for name in settings.sources)
+    total = sum(SOURCE_WEIGHTS[name] for name in settings.sources)
     return [{"name": name, "language": ALL_SOURCES[name].language, "licence": ALL_SOURCES[name].licence,
              "debian_packages": list(ALL_SOURCES[name].apt_packages), "training_tokens": len(stream),
-             "text_weight": round(SOURCE_WEIGHTS.get(name, 0.1) / total, 4)}
+             "text_weight": round(SOURCE_WEIGHTS[name] / total, 4)}
             for name, stream in zip(settings.sources, streams)]
 
 
@@ -424,7 +426,7 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
     for index in todo:
         start, cpu_start = time.perf_counter(), time.process_time()
         plans = plan_shard(settings, index, streams, openings)
-        tokens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
+        tokens, prompt_lens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
         decoded, cpu_decoded = time.perf_counter(), time.process_time()
         log(f"shard {index + 1}/{n_shards}: {sum(p.kind == DISTILL for p in plans)} continuations decoded in "
             f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
@@ -433,9 +435,7 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
         tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
         tensors.update(
             tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
-            source=torch.tensor([p.source for p in plans], dtype=torch.int16),
-            prompt_len=torch.tensor([len(target.tokenizer(p.prompt).input_ids[: settings.prompt_tokens]) if p.prompt
-                                     else p.prompt_len for p in plans], dtype=torch.int16),
+            source=torch.tensor([p.source for p in plans], dtype=torch.int16), prompt_len=prompt_lens,
         )
         seconds = time.perf_counter() - start
         write_atomic(shard_path(folder, index), lambda tmp: save_file(
