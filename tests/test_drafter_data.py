@@ -98,10 +98,13 @@ def test_trainers_read_the_shards(cache):
     net = eagle.new_net(target.model, "eagle3", eagle.default_layers("eagle3", 4), 64)
     config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=1, weight_decay=0.0)
     eagle.train_net(net, data, config, 2, 0.0, torch.Generator().manual_seed(0), "eagle3")
+    net = eagle.new_net(target.model, "eagle", eagle.default_layers("eagle", 4), 64)
+    eagle.train_net(net, data, config, 1, 1.0, torch.Generator().manual_seed(0), "eagle")  # with the feature loss
+    assert torch.equal(data.layers((len(data.layer_ids),), slice(0, 2))[0], data.layers((4,), slice(0, 2))[0])
     heads = medusa.new_heads(target.model, 2)
     medusa.train_heads(heads, data, replace_batch(config, 8), torch.Generator().manual_seed(0))
     with pytest.raises(Exception, match="holds layers"):
-        data.layers((3,), slice(None))
+        data.layers((0,), slice(None))  # the embeddings are not stored
 
 
 def replace_batch(config: TrainConfig, batch: int) -> TrainConfig:

@@ -463,11 +463,15 @@ class StoredDrafterData(DrafterData):
     layer_ids: tuple[int, ...] = ()
 
     def layers(self, indices: tuple[int, ...], rows) -> list[torch.Tensor]:
-        missing = [i for i in indices if i not in self.layer_ids]
-        if missing:
-            raise UserError(f"the drafter data holds layers {list(self.layer_ids)}, not {missing}: "
-                            "rebuild it with --layers")
-        return [self.hidden[rows, :, self.layer_ids.index(i)].float() for i in indices]
+        """Float32 hidden states at ``hidden_states`` ``indices`` for ``rows``. EAGLE's feature loss
+        asks for index ``hidden.shape[2]``, the last layer of a full ``DrafterData``: when that is not
+        a stored index it reads the last stored layer, which is the target's last."""
+        slots = [self.layer_ids.index(i) if i in self.layer_ids else -1 if i == self.hidden.shape[2] else None
+                 for i in indices]
+        if None in slots:
+            raise UserError(f"the drafter data holds layers {list(self.layer_ids)}, not "
+                            f"{[i for i, slot in zip(indices, slots) if slot is None]}: rebuild it with --layers")
+        return [self.hidden[rows, :, slot].float() for slot in slots]
 
     def take(self, rows, length: int | None = None) -> "StoredDrafterData":
         cut = slice(None, length)
