@@ -415,7 +415,8 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
     manifest["runs"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "budget_tokens": run.budget_tokens, "device": str(target.device),
                              "dtype": str(target.model.dtype), "threads": torch.get_num_threads(),
-                             "batch_size": run.batch_size, "gen_batch": run.gen_batch, "command": " ".join(sys.argv)})
+                             "batch_size": run.batch_size, "gen_batch": run.gen_batch,
+                             "command": "python -m core.train.drafter_data " + " ".join(sys.argv[1:])})
     head = Head(target.model, settings.rescore)
     annotator = Annotator(target, head, settings.layers, settings.top_k)
     progress = Progress(total=n_shards * settings.shard_positions,
