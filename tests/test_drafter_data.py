@@ -1,0 +1,113 @@
+"""The drafter-data pipeline (core.train.drafter_data) on the tiny target: shards in the user's
+cache, resumable with the same result as one run, labels the target's own."""
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from core.models import load_model, resolve_preset
+from core.train import drafter_data, eagle, medusa
+from core.train.tiny import TrainConfig
+
+REPO = Path(__file__).resolve().parent.parent
+# pystdlib ships with Python itself, so this runs without the Debian corpus packages
+SETTINGS = drafter_data.PipelineSettings(preset="tiny", seq_len=24, shard_sequences=4, distill_share=0.5, prompt_tokens=12,
+                                         sources=("pystdlib",), seed=3)
+SHARD = SETTINGS.shard_positions
+
+
+def repo_files() -> set[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    return {line for line in out.splitlines() if "__pycache__" not in line and ".pytest_cache" not in line}
+
+
+def shard_tensors(folder: Path) -> dict[str, torch.Tensor]:
+    tensors = {}
+    for path in sorted(folder.glob("shard-*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            tensors.update({f"{path.name}/{k}": f.get_tensor(k) for k in f.keys()})
+    return tensors
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_resumed_build_equals_one_run_and_labels_are_the_targets(cache, tmp_path):
+    before = repo_files()
+    run = lambda budget, out=None: drafter_data.build(  # noqa: E731
+        SETTINGS, drafter_data.RunOptions(budget, "cpu", threads=1, batch_size=3, out=out), log=lambda m: None)
+    folder = run(2 * SHARD)
+    assert folder.parent == cache / "speculative-decoding-lab" / "drafter-data"
+    assert sorted(p.name for p in folder.glob("shard-*")) == ["shard-00000.safetensors", "shard-00001.safetensors"]
+    # a kill mid-write leaves a temporary file, never a shard; a lost shard is made again
+    (folder / ".shard-00002.safetensors.tmp").write_bytes(b"half a shard")
+    resumed = run(4 * SHARD - 5)  # rounds up to 4 shards
+    assert resumed == folder and not list(folder.glob(".*.tmp"))
+    (folder / "shard-00001.safetensors").unlink()
+    run(4 * SHARD)
+    fresh = run(4 * SHARD, tmp_path / "fresh")
+    resumed_tensors, fresh_tensors = shard_tensors(folder), shard_tensors(fresh)
+    assert resumed_tensors.keys() == fresh_tensors.keys() and len(resumed_tensors) == 4 * 7
+    for name, tensor in fresh_tensors.items():
+        assert torch.equal(resumed_tensors[name], tensor), name
+    manifest = drafter_data.read_manifest(folder)
+    assert manifest["positions"] == 4 * SHARD and manifest["sources"][0]["licence"].startswith("PSF")
+
+    data = drafter_data.load(folder)
+    assert data.tokens.shape == (16, 24) and data.hidden.dtype == torch.bfloat16
+    kinds = fresh_tensors["shard-00000.safetensors/kind"].tolist() + fresh_tensors["shard-00001.safetensors/kind"].tolist()
+    assert drafter_data.TEXT in kinds and drafter_data.DISTILL in kinds
+    assert (data.tokens[:, 0] == 1).all()  # every sequence starts with the target's BOS
+
+    target = load_model(resolve_preset("tiny").target, "cpu")
+    with torch.inference_mode():
+        out = target.model(input_ids=data.tokens, output_hidden_states=True)
+    probs = torch.softmax(out.logits.float(), dim=-1)
+    assert torch.equal(data.greedy, out.logits.argmax(-1))
+    assert torch.equal(data.top_ids, torch.topk(out.logits, 8, dim=-1).indices)
+    # the normaliser comes from the bf16 pass: probabilities close, their ratios exact
+    assert torch.allclose(data.top_probs, probs.gather(-1, data.top_ids), rtol=0.05)
+    exact_ids, exact_logprobs = drafter_data.Head(target.model, rescore=0).top(out.hidden_states[-1][0], 8)
+    assert torch.equal(exact_ids, data.top_ids[0]) and torch.allclose(exact_logprobs.exp(), probs[0].gather(-1, exact_ids),
+                                                                      atol=1e-6)
+    for stored, index in zip(data.layers(data.layer_ids, slice(None)), data.layer_ids):
+        assert torch.allclose(stored, out.hidden_states[index], rtol=1e-2, atol=1e-2)
+    # a distilled sequence is the target's greedy text after its prompt
+    shard = drafter_data.read_shard(folder / "shard-00000.safetensors", data.layer_ids)
+    with safe_open(str(folder / "shard-00000.safetensors"), "pt") as f:
+        kind, prompt_len = f.get_tensor("kind"), f.get_tensor("prompt_len")
+    for row in (kind == drafter_data.DISTILL).nonzero().flatten().tolist():
+        p = int(prompt_len[row])
+        assert torch.equal(shard.tokens[row, p:], shard.greedy[row, p - 1 : -1])
+    assert repo_files() == before  # nothing written into the repository
+
+
+def test_trainers_read_the_shards(cache):
+    folder = drafter_data.build(SETTINGS, drafter_data.RunOptions(3 * SHARD, "cpu", batch_size=4), log=lambda m: None)
+    data = drafter_data.load(folder, max_positions=2 * SHARD)
+    assert len(data) == 2 * SETTINGS.shard_sequences
+    assert [len(s) for s in drafter_data.iter_shards(folder)] == [4, 4, 4]
+    target = load_model(resolve_preset("tiny").target, "cpu")
+    torch.manual_seed(0)
+    net = eagle.new_net(target.model, "eagle3", eagle.default_layers("eagle3", 4), 64)
+    config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=1, weight_decay=0.0)
+    eagle.train_net(net, data, config, 2, 0.0, torch.Generator().manual_seed(0), "eagle3")
+    net = eagle.new_net(target.model, "eagle", eagle.default_layers("eagle", 4), 64)
+    eagle.train_net(net, data, config, 1, 1.0, torch.Generator().manual_seed(0), "eagle")  # with the feature loss
+    assert torch.equal(data.layers((len(data.layer_ids),), slice(0, 2))[0], data.layers((4,), slice(0, 2))[0])
+    heads = medusa.new_heads(target.model, 2)
+    medusa.train_heads(heads, data, replace_batch(config, 8), torch.Generator().manual_seed(0))
+    with pytest.raises(Exception, match="holds layers"):
+        data.layers((0,), slice(None))  # the embeddings are not stored
+
+
+def replace_batch(config: TrainConfig, batch: int) -> TrainConfig:
+    from dataclasses import replace
+
+    return replace(config, batch_size=batch)
