@@ -28,7 +28,7 @@ from .drafters import BASELINE, DraftModelDrafter
 from .errors import UserError
 from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
-from .request import DecodeRequest
+from .request import DecodeRequest, split_spec
 from .sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes
 
 
@@ -53,18 +53,10 @@ class BenchConfig:
         """The run of drafter ``spec``: a name, optionally ``:SHAPE`` (k, WxD, auto or auto-tree) and
         ``:option=value`` parts, e.g. ``eagle3:4x5:eagle_nodes=24`` or ``hybrid:auto``; without a
         shape, the bench's ``k`` / ``tree``."""
-        name, *parts = spec.split(":")
-        k, tree, options = self.k, self.tree, {}
-        for part in parts:
-            if "=" in part:
-                key, value = part.split("=", 1)
-                options[key] = value
-            elif part in ("auto", "auto-tree"):
-                k, tree = ("auto", None) if part == "auto" else (None, "auto")
-            else:
-                k, tree = (part, None) if part.isdigit() else (None, part)
-        return DecodeRequest.of(prompt, self.preset, name, k, tree, max_new_tokens=self.max_new_tokens,
-                                device=self.device, target=self.target, draft=self.draft, **options)
+        name, flat = split_spec(spec)
+        flat = {"k": self.k, "tree": self.tree, **flat}
+        return DecodeRequest.of(prompt, self.preset, name, max_new_tokens=self.max_new_tokens, device=self.device,
+                                target=self.target, draft=self.draft, **flat)
 
 
 @dataclass

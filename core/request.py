@@ -140,6 +140,23 @@ class DecodeRequest(BaseModel):
 AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0..8 of an 8-token chain
 
 
+def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """A drafter spec as used by the bench and the batch sweep -- a name, optionally ``:SHAPE`` (k,
+    WxD, auto or auto-tree) and ``:option=value`` parts -- as (name, flat options for ``of``).
+    ``"eagle3:4x5:eagle_nodes=24"`` -> ``("eagle3", {"k": None, "tree": "4x5", "eagle_nodes": "24"})``."""
+    name, *parts = spec.split(":")
+    flat: dict[str, Any] = {}
+    for part in parts:
+        if "=" in part:
+            key, value = part.split("=", 1)
+            flat[key] = value
+        elif part in ("auto", "auto-tree"):
+            flat.update(k="auto", tree=None) if part == "auto" else flat.update(k=None, tree="auto")
+        else:
+            flat.update(k=part, tree=None) if part.isdigit() else flat.update(k=None, tree=part)
+    return name, flat
+
+
 def parse_shape(k, tree, drafter_cls: type[Drafter], auto: bool = False) -> DraftShape:
     """``k`` / ``tree`` as given (numbers, "WxD", or "auto") -> the shape to draft."""
     if tree == "auto":

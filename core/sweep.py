@@ -24,6 +24,7 @@ import torch
 
 from .batch import BatchResult, build_batch, check_batch_size, run_batch
 from .drafters import BASELINE
+from .request import split_spec
 from .errors import UserError
 from .forward import chain_parents, forward_batch
 from .kv_cache import PagedForward, PagedKVCache
@@ -55,9 +56,13 @@ def batch_prompts(prompts: list[str], batch: int) -> list[str]:
     return [prompts[i % len(prompts)] for i in range(batch)]
 
 
-def batch_runner(prompts: list[str], drafter: str, decoder_args: dict) -> Callable[[], BatchResult]:
+def batch_runner(prompts: list[str], spec: str, decoder_args: dict) -> Callable[[], BatchResult]:
+    """One batched decode of ``prompts`` with drafter ``spec`` (``core.request.split_spec``: a name,
+    optionally with its own shape, e.g. ``draft:auto``)."""
+    name, flat = split_spec(spec)
+
     def run() -> BatchResult:
-        return run_batch(build_batch(prompts, drafter=drafter, **decoder_args))
+        return run_batch(build_batch(prompts, drafter=name, **{**decoder_args, **flat}))
 
     return run
 

@@ -24,7 +24,7 @@ from ..labels import Labels
 from ..session import Session, ensure
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
-SWEEP_DRAFTERS = tuple(COMPARE_CHOICES)
+SWEEP_DRAFTERS = (*COMPARE_CHOICES, "draft:auto", "ngram:auto", "hybrid:auto-tree")  # auto: the goodput controller
 SWEEP_DEFAULT = ["draft", "ngram"]
 MAX_LIVE_NEW_TOKENS = 64
 
