@@ -6,6 +6,8 @@ import json
 import sys
 import typing
 
+import torch
+
 from .errors import UserError
 
 
@@ -116,11 +118,44 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_cost_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, help="torch CPU threads (the curve is cached per thread count)")
+    p.add_argument("--remeasure", action="store_true", help="measure again even when a cached curve exists")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .cost import cost_curve
+    from .models import load_model, resolve_preset
+
+    if args.threads is not None:
+        if not 1 <= args.threads <= 256:
+            raise UserError(f"--threads must be between 1 and 256 (got {args.threads})")
+        torch.set_num_threads(args.threads)
+    target = load_model(args.target or resolve_preset(args.preset).target, args.device)
+    curve = cost_curve(target, remeasure=args.remeasure)
+    if args.json:
+        print(json.dumps(asdict(curve)))
+    else:
+        print(f"verify cost v(n) = forward(n) / forward(1) on {curve.device}, {curve.threads} thread(s); "
+              f"forward(1) = {curve.forward_s * 1000:.1f} ms")
+        print("n: " + " ".join(f"{n:>5}" for n in curve.tokens))
+        print("v: " + " ".join(f"{r:>5.2f}" for r in curve.ratio))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core", description="Speculative Decoding Lab engine")
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_arguments(sub.add_parser("generate", help="decode one prompt speculatively"))
     add_bench_arguments(sub.add_parser("bench", help="measure drafters side by side (and transformers' generate)"))
+    add_cost_arguments(sub.add_parser("cost", help="the verify-cost curve v(n) the auto controller reads "
+                                                   "(measured once per model and machine, cached)"))
     train = sub.add_parser("train", help="train the tiny model family or a learned drafter for a target")
     train_sub = train.add_subparsers(dest="what", required=True)
     from .train import draft_sizes, eagle, medusa, tiny
@@ -139,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_generate(args)
         if args.command == "bench":
             return run_bench(args)
+        if args.command == "cost":
+            return run_cost(args)
         return trainers[args.what](args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
