@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .drafters import DRAFTERS, Drafter, DraftShape, DrafterOptions, lookup, option_fields, option_owners
+from .drafters import Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
 from .engine import DecodeSettings
 from .errors import UserError
 
@@ -202,11 +202,6 @@ def validation_message(error: ValidationError) -> str:
         shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
         lines.append(f"{where}: {message}" + ("" if item["type"] == "missing" else f" (got {shown})"))
     return "; ".join(lines)
-
-
-def drafter_names() -> list[str]:
-    """Every name a run may ask for, in the order the app shows them."""
-    return [name for cls in DRAFTERS.values() for name in cls.names()]
 
 
 __all__ = ["DecodeRequest", "drafter_names", "flag", "validation_message"]

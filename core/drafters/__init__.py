@@ -25,8 +25,12 @@ def lookup(name: str) -> tuple[type[Drafter], dict]:
     for cls in DRAFTERS.values():
         if name in cls.names():
             return cls, dict(cls.aliases.get(name, {}))
-    names = ", ".join(n for cls in DRAFTERS.values() for n in cls.names())
-    raise UserError(f"unknown drafter {name!r}: use one of {names}")
+    raise UserError(f"unknown drafter {name!r}: use one of {', '.join(drafter_names())}")
+
+
+def drafter_names() -> list[str]:
+    """Every name a run may ask for, in the order the app shows them."""
+    return [name for cls in DRAFTERS.values() for name in cls.names()]
 
 
 def option_fields() -> dict[str, FieldInfo]:
@@ -44,4 +48,4 @@ def option_owners(field_name: str) -> list[str]:
 
 
 __all__ = ["BASELINE", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
-           "ProposeContext", "lookup", "option_fields", "option_owners"]
+           "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]
