@@ -8,12 +8,13 @@ import gradio as gr
 import pandas as pd
 
 from core import UserError, metrics
+from core.prometheus import lab_metrics
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, RunRequest, compare_requests
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..session import CompareRow, Session, ensure, measured_point
+from ..session import CompareRow, Session, ensure, measured_point, model_name
 from .own_models import own_model_fields
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
@@ -60,13 +61,16 @@ class CompareView:
 
 
 def _run_one(session: Session, request: RunRequest):
-    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way)."""
+    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way).
+    Every step is counted in the server's /metrics."""
     decoder, prompt_ids = request.build()
     steps = decoder.steps(prompt_ids)
-    for _ in steps:
-        if session.compare_stop:
-            steps.close()
-            break
+    with lab_metrics().request(model_name(request)) as meter:
+        for record in steps:
+            meter.observe(record)
+            if session.compare_stop:
+                steps.close()
+                break
     return decoder.result
 
 
@@ -107,9 +111,14 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         session.compare_stop = False
         session.compare_rows = []
         skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
+        with lab_metrics().queue(model_name(requests[0]), len(requests)) as queue:  # /metrics: waiting runs
+            yield from _compare(session, requests, lang_value, skipped, queue)
+
+    def _compare(session, requests, lang_value, skipped, queue):
         for i, request in enumerate(requests):
             line = t("cmp.running", lang_value, i=i + 1, n=len(requests), label=request.label())
             yield {state: session, status: "<br>".join([line, *skipped])}
+            queue.take()
             try:
                 result = _run_one(session, request)
             except UserError as e:
