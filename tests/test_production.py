@@ -166,3 +166,50 @@ def test_metrics_route_is_for_this_machine_unless_allowed():
     assert allowed.status_code == 200 and allowed.headers["content-type"].startswith("text/plain")
     local = TestClient(Starlette(routes=[metrics_route()]), client=("127.0.0.1", 5000)).get("/metrics")
     assert local.status_code == 200
+
+
+def test_serve_metrics_decodes_prompts_and_serves_them(tmp_path):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from core import generate
+
+    if not TINY_READY:
+        pytest.skip(TINY_MISSING)
+    texts = ["我爱", "It is a truth"]
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    expected = tally([r for p in texts for r in generate(p, preset="tiny", drafter="ngram", k=3,
+                                                          max_new_tokens=12).steps])
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "core", "serve-metrics", "--preset", "tiny", "--drafter", "ngram",
+                             "--k", "3", "--max-new-tokens", "12", "--prompts", str(prompts), "--rounds", "1",
+                             "--port", str(port)], cwd=Path(__file__).resolve().parent.parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    labels = (("engine", "0"), ("model_name", "tiny"))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                got = samples(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
+            except OSError:
+                got = {}
+            if got.get(("vllm:generation_tokens_total", labels)) == expected.new_tokens and \
+                    got.get(("vllm:num_requests_running", labels)) == 0:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
+        assert got[("vllm:spec_decode_num_drafts_total", labels)] == expected.drafts
+        assert got[("vllm:spec_decode_num_accepted_tokens_total", labels)] == expected.accepted_tokens
+        assert got[("vllm:num_requests_waiting", labels)] == 0
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_serve_metrics_refuses_a_public_address_without_the_flag():
+    from core.__main__ import main
+
+    assert main(["serve-metrics", "--host", "0.0.0.0", "--port", str(free_port())]) == 2
