@@ -166,11 +166,22 @@ def serve_command(target: str, out: str, k: int = 3, max_model_len: int | None =
     return f"vllm serve {target}{length} --speculative-config '{spec}'"
 
 
-def model_card(config: dict, source: Path, target: str, out: str, max_model_len: int) -> str:
+def shown(path: str | Path) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def model_card(config: dict, source: Path, target: str, out: str, max_model_len: int, heldout: list) -> str:
     lab = config[LAB_FIELD]
+    numbers = "\n".join(f"  - {h['label']}: τ {h['tau']}, acceptance {h['acceptance']}, per position {h['per_position']}"
+                         for h in heldout) or "  - (none recorded)"
     return f"""# EAGLE-3 drafter for `{target}` (vLLM checkpoint layout)
 
-Exported by the Speculative Decoding Lab (`python -m core export --format vllm`) from `{source}`.
+Exported by the Speculative Decoding Lab (`python -m core export --format vllm`) from `{shown(source)}`.
 
 - Architecture: `{ARCHITECTURE}` (vLLM `llama_eagle3.py`, `Eagle3LlamaForCausalLM`): one decoder layer,
   hidden {config['hidden_size']}, {config['num_attention_heads']} heads, MLP {config['intermediate_size']}.
@@ -178,8 +189,10 @@ Exported by the Speculative Decoding Lab (`python -m core export --format vllm`)
   the input of those target layers), fused by `fc` ({3 * config['target_hidden_size']} -> {config['hidden_size']}).
 - Draft vocabulary: {config['draft_vocab_size']} of the target's {config['vocab_size']} tokens (`d2t`, `t2d`).
 - No `embed_tokens`: vLLM shares the target's embedding, as the lab's drafter does.
-- Trained for the target with fingerprint `{lab['target']}`; training options and held-out numbers are in
-  the lab's drafter folder's `config.json`. Licence and training data: those of the target's model card.
+- Trained for the target with fingerprint `{json.dumps(lab['target'])}`; training options are in the lab's
+  drafter folder's `config.json`. Licence and training data: those of the target's model card.
+- Held-out numbers measured in the lab when it was trained (greedy, the lab's engine):
+{numbers}
 
 Serve it (a CUDA machine with vLLM; paths as on your machine):
 
@@ -213,8 +226,9 @@ def run(args) -> int:
     text_config = target.model.config.get_text_config()
     config = checkpoint_config(lab, text_config, head.shape[0])
     out = Path(args.out)
-    card = model_card(config, source, target_path, str(out), text_config.max_position_embeddings)
+    card = model_card(config, source, shown(target_path), shown(out), text_config.max_position_embeddings,
+                      lab.get("heldout", []))
     write_checkpoint(out, config, checkpoint_weights(state, head), card)
     print(f"wrote {out}/config.json, model.safetensors, README.md\n"
-          f"{serve_command(target_path, str(out), max_model_len=text_config.max_position_embeddings)}")
+          f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings)}")
     return 0
