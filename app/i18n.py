@@ -74,7 +74,8 @@ TEXT: dict[str, tuple[str, str]] = {
                     "**Since start** ({s:.0f} s): τ {tau} · {drafts} drafts · {draft_tokens} drafted tokens · "
                     "{accepted} accepted · per position {per_position}"),
     "mon.tau": ("τ（每个窗口）", "τ (per window)"),
-    "mon.tau_overall": ("开始以来", "since start"),
+    "mon.tau_overall": ("开始以来的 τ", "τ since start"),
+    "mon.position_overall": ("开始以来的接受率", "acceptance since start"),
     "mon.last_window": ("最近窗口", "last window"),
     "mon.tokens_per_s": ("每秒 token", "Tokens/s"),
     "mon.drafted": ("草稿", "drafted"),

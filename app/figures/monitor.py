@@ -16,7 +16,7 @@ def monitor_figure(watch: Watch, lang: str) -> go.Figure:
     """Four panels: tau per window (and since start); per-position acceptance since start (bars,
     as in the live plots) and in the last window; drafted and accepted tokens/s; running and
     waiting requests."""
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2, subplot_titles=(
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.28, subplot_titles=(
         t("mon.tau", lang), t("live.per_position", lang), t("mon.tokens_per_s", lang), t("mon.requests", lang)))
     windows = watch.windows
     x = [round(w.end - watch.first.t, 1) for w in windows]
@@ -26,7 +26,7 @@ def monitor_figure(watch: Watch, lang: str) -> go.Figure:
     if overall.tau is not None and x:
         fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[overall.tau] * 2, name=t("mon.tau_overall", lang),
                                  mode="lines", line={"color": RUNNING, "dash": "dot"}), 1, 1)
-    fig.add_trace(per_position_bars(overall.per_position, lang, name=t("mon.tau_overall", lang)), 1, 2)
+    fig.add_trace(per_position_bars(overall.per_position, lang, name=t("mon.position_overall", lang)), 1, 2)
     if windows and windows[-1].per_position:
         last = windows[-1].per_position
         fig.add_trace(go.Scatter(x=list(range(1, len(last) + 1)), y=last, name=t("mon.last_window", lang),
@@ -46,6 +46,6 @@ def monitor_figure(watch: Watch, lang: str) -> go.Figure:
     fig.update_xaxes(title=t("live.position", lang), dtick=1, row=1, col=2)
     for row, col in ((1, 1), (2, 1), (2, 2)):
         fig.update_xaxes(title=t("axis.seconds", lang), row=row, col=col)
-    fig = finish(fig, "", 620, below=True)
-    fig.update_layout(margin={"t": 40, "b": 90}, legend={"y": -0.16})
+    fig = finish(fig, "", 680, below=True)
+    fig.update_layout(margin={"t": 40, "b": 90}, legend={"y": -0.14})
     return fig
