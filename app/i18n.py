@@ -51,9 +51,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "mon.started": ("正在监控 {url}：第一次读取完成，每 {every:g} 秒一个窗口", "Watching {url}: first reading "
                     "taken, one window every {every:g} s"),
     "mon.stopped": ("已停止监控", "Monitoring stopped"),
-    "mon.no_spec": ("{url} 没有 vLLM 的推测解码计数器（vllm:spec_decode_*）：服务器没开推测解码，或不是 vLLM 格式",
-                    "{url} has no vLLM spec-decode counters (vllm:spec_decode_*): speculation is off there, or it "
-                    "is not vLLM's format"),
+    "mon.no_spec": ("{url} 没有推测解码指标（vLLM 的 vllm:spec_decode_*，或 SGLang 的 sglang:spec_accept_length）："
+                    "服务器没开推测解码，或两种格式都不是",
+                    "{url} has no speculation metrics (vLLM's vllm:spec_decode_*, or SGLang's "
+                    "sglang:spec_accept_length): speculation is off there, or it is neither format"),
     "mon.verdict_idle": ("最近 {s:.0f} 秒没有草稿：推测解码闲着 · 运行 {r:.0f}，排队 {w:.0f}",
                          "No drafts in the last {s:.0f} s: speculation idle · running {r:.0f}, waiting {w:.0f}"),
     "mon.verdict_pays": ("✅ 最近 {s:.0f} 秒推测解码划算：τ {tau:.2f} > 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"

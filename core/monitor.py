@@ -1,11 +1,13 @@
-"""Read a serving engine's Prometheus endpoint (vLLM, or this lab's own ``/metrics``) and turn
+"""Read a serving engine's Prometheus endpoint (vLLM, SGLang, or this lab's own ``/metrics``) and turn
 two scrapes into the window between them: tau, per-position acceptance, drafted and accepted
 tokens/s, running and waiting requests, and whether speculation pays in that window.
 
 Parsing is prometheus-client's own (``text_string_to_metric_families``). Counters are summed
 over every label set (all engines, all served models); the per-position counter is grouped by
 its ``position`` label (0-based, as vLLM writes it). The numbers are ``core.metrics``'
-definitions, applied to the counters' deltas.
+definitions, applied to the counters' deltas. SGLang exports no draft counters, only its own
+running mean of the acceptance length (the gauge ``sglang:spec_accept_length``, averaged here over
+its ranks): for it tau is that gauge, and per-position acceptance and token rates stay empty.
 
 Fetching is guarded against request forgery: the target's host name is resolved first, and
 unless remote targets are allowed every address must be a loopback one; the request then goes
@@ -34,8 +36,10 @@ COUNTERS = {  # sample name -> Scrape field
     "sdlab_draft_seconds_total": "draft_s",
     "sdlab_drafting_verify_seconds_total": "verify_s",
 }
-GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
+GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+          "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "waiting"}
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"
 
 
 @dataclass(frozen=True)
@@ -51,13 +55,15 @@ class Scrape:
     waiting: float = 0.0
     draft_s: float | None = None  # the lab's own timings (absent on vLLM)
     verify_s: float | None = None
-    spec_decode: bool = False  # the endpoint has vLLM's spec-decode counters at all
+    accept_length: float | None = None  # SGLang's gauge (mean over ranks); None elsewhere
+    spec_decode: bool = False  # the endpoint reports speculation at all (vLLM's counters or SGLang's gauge)
 
 
 def parse(text: str, t: float) -> Scrape:
     """The Prometheus text format -> a Scrape (a malformed text is a UserError)."""
     values: dict[str, float] = {}
     positions: dict[int, float] = {}
+    lengths: list[float] = []
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -67,11 +73,14 @@ def parse(text: str, t: float) -> Scrape:
                 elif sample.name == PER_POSITION and sample.labels.get("position", "").isdigit():
                     position = int(sample.labels["position"])
                     positions[position] = positions.get(position, 0.0) + sample.value
+                elif sample.name == SGLANG_ACCEPT_LENGTH:
+                    lengths.append(sample.value)
     except ValueError as e:
         raise UserError(f"not the Prometheus text format: {e}") from None
     per_position = tuple(positions.get(i, 0.0) for i in range(max(positions, default=-1) + 1))
-    return Scrape(t=t, accepted_per_position=per_position, spec_decode="drafts" in values,
-                  **{k: v for k, v in values.items()})
+    accept_length = sum(lengths) / len(lengths) if lengths else None
+    return Scrape(t=t, accepted_per_position=per_position, accept_length=accept_length,
+                  spec_decode="drafts" in values or accept_length is not None, **values)
 
 
 def _delta(before: float, after: float) -> float:
@@ -89,6 +98,7 @@ class Window:
     running: float  # at the end of the window
     waiting: float
     timed: bool  # draft_s / verify_s come from the lab's own counters
+    accept_length: float | None = None  # SGLang's gauge at the end of the window
 
     @property
     def seconds(self) -> float:
@@ -96,7 +106,8 @@ class Window:
 
     @property
     def tau(self) -> float | None:
-        return self.totals.mean_acceptance_length
+        """vLLM's 1 + accepted / drafts over the window; on SGLang, its own acceptance-length gauge."""
+        return self.totals.mean_acceptance_length or self.accept_length
 
     @property
     def per_position(self) -> list[float]:
@@ -125,7 +136,7 @@ def window(before: Scrape, after: Scrape) -> Window:
         totals.draft_s = _delta(before.draft_s or 0.0, after.draft_s)
         totals.verify_s = _delta(before.verify_s or 0.0, after.verify_s)
     return Window(start=before.t, end=after.t, totals=totals, running=after.running, waiting=after.waiting,
-                  timed=timed)
+                  timed=timed, accept_length=after.accept_length)
 
 
 @dataclass(frozen=True)

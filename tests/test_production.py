@@ -213,3 +213,15 @@ def test_serve_metrics_refuses_a_public_address_without_the_flag():
     from core.__main__ import main
 
     assert main(["serve-metrics", "--host", "0.0.0.0", "--port", str(free_port())]) == 2
+
+
+def test_an_sglang_endpoint_gives_tau_from_its_gauge():
+    """tests/data/sglang_metrics.txt, written for this test after SGLang's metric names and labels: it
+    has no draft counters, so tau is its acceptance-length gauge (mean over ranks), nothing per position."""
+    text = (DATA / "sglang_metrics.txt").read_text()
+    before, after = parse(text, t=0.0), parse(text, t=5.0)
+    assert after.spec_decode and after.accept_length == pytest.approx(3.0)
+    w = window(before, after)
+    assert w.tau == pytest.approx(3.0) and w.per_position == [] and w.drafted_per_s == 0
+    assert (w.running, w.waiting) == (12, 3)
+    assert verdict(w, cost_estimate=0.5).paying
