@@ -2,6 +2,7 @@
 
     python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
                   [--allow-own-models | --no-own-models] [--trust-remote-code]
+                  [--allow-remote-metrics] [--allow-remote-monitor]
 
 The default preset is ``gemma-270m`` when its packages are installed (README, set-up), else
 ``tiny``. No model is loaded here: the first run in the page loads it (and caches it for every
@@ -11,6 +12,10 @@ The page's "your own models" fields (a target / draft by folder or hub id) are o
 listens on a loopback address only; on any other address a visitor could make the server load any
 folder or download any model, so they need ``--allow-own-models``. Model code shipped with a model
 never runs unless ``--trust-remote-code`` is given.
+
+``/metrics`` (the runs' counters in vLLM's names, docs/production.md) answers clients on this
+machine only, unless ``--allow-remote-metrics``; the Production monitor polls only endpoints on
+this machine (host names resolved first), unless ``--allow-remote-monitor``.
 """
 from __future__ import annotations
 
@@ -30,10 +35,17 @@ def main() -> None:
     own.add_argument("--no-own-models", action="store_true", help="presets only, even on 127.0.0.1")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow model code shipped with a model (transformers' trust_remote_code); read it first")
+    parser.add_argument("--allow-remote-metrics", action="store_true",
+                        help="serve /metrics to any client, not only this machine's")
+    parser.add_argument("--allow-remote-monitor", action="store_true",
+                        help="let the Production monitor poll endpoints on other machines (request forgery risk "
+                             "on a public server)")
     args = parser.parse_args()
 
     from app.controls import ModelPolicy
+    from app.metrics_route import metrics_route
     from app.ui import build_app, launch
+    from app.views.monitor import MonitorPolicy
     from core import UserError
     from core.models import default_preset, resolve_preset
 
@@ -45,7 +57,9 @@ def main() -> None:
 
     policy = ModelPolicy.for_server(args.host, allow_own_models=args.allow_own_models,
                                     no_own_models=args.no_own_models, trust_remote_code=args.trust_remote_code)
-    launch(build_app(args.preset, args.lang, policy), args.host, args.port)
+    monitor_policy = MonitorPolicy.for_server(args.host, args.port, allow_remote=args.allow_remote_monitor)
+    launch(build_app(args.preset, args.lang, policy, monitor_policy), args.host, args.port,
+           routes=[metrics_route(allow_remote=args.allow_remote_metrics)])
 
 
 if __name__ == "__main__":

@@ -28,6 +28,63 @@ TEXT: dict[str, tuple[str, str]] = {
     "tab.worth": ("值不值得？", "Worth it?"),
     "tab.replay": ("回放", "Replay"),
     "tab.batch": ("批大小", "Batch size"),
+    "tab.monitor": ("生产监控", "Production monitor"),
+    # ---- production monitor ----------------------------------------------------------------------
+    "mon.intro": (
+        "把任意 Prometheus 端点（vLLM 服务器，或本实验室自己的 `/metrics`）接进来：按窗口读取计数器的增量，实时画出 "
+        "τ = 1 + 接受数 / 草稿次数、各位置接受率、每秒草稿与接受的 token、运行中与排队的请求，并给出每个窗口的结论："
+        "推测解码现在划算吗？默认只允许本机地址（主机名会先解析）。",
+        "Point it at any Prometheus endpoint (a vLLM server, or this lab's own `/metrics`): it reads the counters' "
+        "increase per window and plots, live, τ = 1 + accepted / drafts, per-position acceptance, drafted and "
+        "accepted tokens/s, running and waiting requests, with a one-line verdict per window: is speculation "
+        "paying now? Only this machine's addresses unless the server allows others (host names are resolved first).",
+    ),
+    "mon.url": ("指标地址（URL）", "Metrics URL"),
+    "mon.interval": ("轮询间隔（秒）", "Poll every (s)"),
+    "mon.cost": ("草稿成本估计（× 一次验证）", "Draft cost estimate (× one verify)"),
+    "mon.cost_info": ("端点没有给出计时（如 vLLM）时使用；本实验室的端点用实测的 sdlab_ 计时",
+                      "used when the endpoint has no timings (e.g. vLLM); the lab's endpoint gives measured sdlab_ "
+                      "timings"),
+    "mon.start": ("开始监控", "Start monitoring"),
+    "mon.stop": ("停止", "Stop"),
+    "mon.hint": ("按“开始监控”读取第一次数据", "Press Start monitoring for the first reading"),
+    "mon.started": ("正在监控 {url}：第一次读取完成，每 {every:g} 秒一个窗口", "Watching {url}: first reading "
+                    "taken, one window every {every:g} s"),
+    "mon.stopped": ("已停止监控", "Monitoring stopped"),
+    "mon.no_spec": ("{url} 没有推测解码指标（vLLM 的 vllm:spec_decode_*，或 SGLang 的 sglang:spec_accept_length）："
+                    "服务器没开推测解码，或两种格式都不是",
+                    "{url} has no speculation metrics (vLLM's vllm:spec_decode_*, or SGLang's "
+                    "sglang:spec_accept_length): speculation is off there, or it is neither format"),
+    "mon.verdict_idle": ("最近 {s:.0f} 秒没有草稿：推测解码闲着 · 运行 {r:.0f}，排队 {w:.0f}",
+                         "No drafts in the last {s:.0f} s: speculation idle · running {r:.0f}, waiting {w:.0f}"),
+    "mon.verdict_pays": ("✅ 最近 {s:.0f} 秒推测解码划算：τ {tau:.2f} > 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
+                         " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}",
+                         "✅ Speculation pays in the last {s:.0f} s: τ {tau:.2f} > break-even {be:.2f} (draft cost "
+                         "{cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running {r:.0f}, "
+                         "waiting {w:.0f}"),
+    "mon.verdict_not": ("⚠️ 最近 {s:.0f} 秒推测解码不划算：τ {tau:.2f} ≤ 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
+                        " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}：少草稿几个 token，"
+                        "或在这种负载下关掉推测",
+                        "⚠️ Speculation does not pay in the last {s:.0f} s: τ {tau:.2f} ≤ break-even {be:.2f} (draft "
+                        "cost {cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running "
+                        "{r:.0f}, waiting {w:.0f}: draft fewer tokens, or turn speculation off under this load"),
+    "mon.measured": ("sdlab_ 实测", "measured from sdlab_ timings"),
+    "mon.estimated": ("你的估计", "your estimate"),
+    "mon.summary": ("**开始以来**（{s:.0f} 秒）：τ {tau} · 草稿 {drafts} 次 · 草稿 token {draft_tokens} · 接受 "
+                    "{accepted} · 各位置接受率 {per_position}",
+                    "**Since start** ({s:.0f} s): τ {tau} · {drafts} drafts · {draft_tokens} drafted tokens · "
+                    "{accepted} accepted · per position {per_position}"),
+    "mon.tau": ("τ（每个窗口）", "τ (per window)"),
+    "mon.tau_overall": ("开始以来的 τ", "τ since start"),
+    "mon.position_overall": ("开始以来的接受率", "acceptance since start"),
+    "mon.last_window": ("最近窗口", "last window"),
+    "mon.tokens_per_s": ("每秒 token", "Tokens/s"),
+    "mon.drafted": ("草稿", "drafted"),
+    "mon.accepted": ("接受", "accepted"),
+    "mon.requests": ("请求", "Requests"),
+    "mon.running": ("运行中", "running"),
+    "mon.waiting": ("排队", "waiting"),
+    "axis.seconds": ("秒", "seconds"),
     # ---- controls ------------------------------------------------------------------------------
     "ctl.prompt": ("提示词", "Prompt"),
     "ctl.preset": ("模型预设", "Model preset"),
@@ -435,6 +492,10 @@ TEXT: dict[str, tuple[str, str]] = {
                           "(this one has {n})"),
     "err.no_trace": ("还没有载入 trace", "no trace loaded yet"),
     "err.trace_empty": ("这个 trace 没有任何步骤", "this trace has no steps"),
+    "err.monitor_remote": ("{host} 解析到 {addresses}，不是本机地址：这个服务器只监控本机上的端点（启动时加 "
+                           "--allow-remote-monitor 才允许其他地址）", "{host} resolves to {addresses}, not a loopback "
+                           "address: this server only monitors endpoints on its own machine (start it with "
+                           "--allow-remote-monitor to allow others)"),
     "err.internal": ("内部错误（{error}）。请重置后再试。", "internal error ({error}). Reset and try again."),
 }
 

@@ -9,13 +9,20 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.api import build_decoder
 from core.metrics import tally
+from core.monitor import Watch
+from core.prometheus import lab_metrics
 from core.records import RunResult, StepRecord, Trace, write_trace
+from core.request import DecodeRequest
 from core.theory import draft_cost_ratio
 
-from core.api import build_decoder
-from core.request import DecodeRequest
 from .figures import MeasuredPoint
+
+
+def model_name(request: DecodeRequest) -> str:
+    """The ``model_name`` label of a run in /metrics: the preset, or the model the visitor named."""
+    return request.target or request.preset
 
 
 class Run:
@@ -24,6 +31,7 @@ class Run:
 
     def __init__(self, request: DecodeRequest):
         decoder, prompt_ids = build_decoder(request)
+        self.meter = lab_metrics().meter(model_name(request))  # the server's /metrics counts every step
         self.request = request
         self.prompt = request.prompt
         self.decoder = decoder
@@ -40,24 +48,29 @@ class Run:
             try:
                 record = next(self._steps)
             except StopIteration:
-                self.done = True
+                self._end()
                 return None
             except BaseException:
-                self.done = True
+                self._end()
                 raise
             self.records.append(record)
+            self.meter.observe(record)
             if record.finished:
                 for _ in self._steps:  # let the engine leave its loop and build the RunResult
                     pass
-                self.done = True
+                self._end()
             return record
+
+    def _end(self) -> None:
+        self.done = True
+        self.meter.close()
 
     def stop(self) -> None:
         """Cancel the run: the engine releases every KV block it holds."""
         with self._lock:
             if not self.done:
                 self._steps.close()
-                self.done = True
+                self._end()
 
     @property
     def result(self) -> RunResult | None:
@@ -99,6 +112,8 @@ class Session:
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)
     lesson_frame: int = 0
+    monitor: Watch | None = None  # the production monitor's readings
+    monitor_cost: float = 0.2  # its draft cost estimate, for endpoints without timings
     _dir: Path | None = None
     _traces: int = 0
 

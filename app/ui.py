@@ -14,7 +14,8 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .session import close_session, ensure
-from .views import batch, classroom, compare, replay, stepper, worth
+from .views import batch, classroom, compare, monitor, replay, stepper, worth
+from .views.monitor import MonitorPolicy
 
 CSS_PATH = Path(__file__).with_name("page.css")
 MAX_UPLOAD = "20mb"
@@ -30,9 +31,11 @@ def preset_choices(default_preset: str) -> list[str]:
     return names
 
 
-def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: ModelPolicy = ModelPolicy()) -> gr.Blocks:
+def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: ModelPolicy = ModelPolicy(),
+              monitor_policy: MonitorPolicy = MonitorPolicy()) -> gr.Blocks:
     """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
-    visitors may name their own target / draft models, and whether model code may run."""
+    visitors may name their own target / draft models, and whether model code may run;
+    ``monitor_policy``: the production monitor's default URL and whether it may poll other machines."""
     presets = preset_choices(default_preset)
     drafter = resolve_preset(default_preset).default_drafter
     labels = Labels(lang)
@@ -56,6 +59,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 replay_view = replay.build(labels, state, lang_radio)
             with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
                 batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
+            with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):
+                monitor_view = monitor.build(labels, state, lang_radio, monitor_policy)
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
@@ -71,17 +76,19 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 **worth_view.render(session, lang_value, float(alpha), int(k), float(c)),
                 **replay_view.render(session, lang_value),
                 **batch_view.render(session, lang_value),
+                **monitor_view.render(session, lang_value),
             }
             return {state: session, **labels.updates(lang_value, values)}
 
-        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view)
+        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, monitor_view)
         outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
         lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language")
     return demo
 
 
-def launch(demo: gr.Blocks, host: str, port: int) -> None:
+def launch(demo: gr.Blocks, host: str, port: int, routes: list | None = None) -> None:
+    """``routes``: extra Starlette routes served beside the page (``/metrics``)."""
     demo.queue(default_concurrency_limit=2).launch(
         server_name=host, server_port=port, css_paths=[CSS_PATH], max_file_size=MAX_UPLOAD,
-        footer_links=["api", "settings"], show_error=False,
+        footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
     )

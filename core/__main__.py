@@ -1,4 +1,4 @@
-"""Command line: ``python -m core generate|train ...`` (see README.md)."""
+"""Command line: ``python -m core generate|bench|train|export|serve-metrics ...`` (see README.md)."""
 from __future__ import annotations
 
 import argparse
@@ -166,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     eagle.add_arguments(train_sub.add_parser("eagle", help="train an EAGLE feature drafter for a target"), "eagle")
     eagle.add_arguments(train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (fused layers, training-time "
                                                             "test) for a target"), "eagle3")
+    from . import serve_metrics, vllm_export
+
+    vllm_export.add_arguments(sub.add_parser("export", help="write a learned drafter for a serving engine (vLLM)"))
+    serve_metrics.add_arguments(sub.add_parser("serve-metrics", help="decode prompts in a loop and serve their "
+                                                                     "/metrics in vLLM's names"))
+    commands = {"export": vllm_export.run, "serve-metrics": serve_metrics.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)
@@ -176,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_bench(args)
         if args.command == "cost":
             return run_cost(args)
+        if args.command in commands:
+            return commands[args.command](args)
         return trainers[args.what](args)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

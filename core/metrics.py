@@ -11,6 +11,8 @@ Glossary (the names vLLM's spec-decode metrics use where they exist):
   (``num_accepted_tokens_per_pos``);
 * ``tau`` -- new tokens per target verify forward (correction or bonus included); for a run
   that always drafts this is vLLM's mean acceptance length 1 + accepted / drafts;
+* ``mean_acceptance_length`` -- vLLM's 1 + accepted / drafts, over the steps that drafted (what
+  a vLLM server's counters give; equals ``tau`` when every step drafts and none is cut short);
 * ``acceptance_rate`` -- accepted / drafted tokens;
 * ``draft_cost`` -- drafting seconds per verify second, over the steps that drafted.
 """
@@ -62,6 +64,11 @@ class Tallies:
     @property
     def tau(self) -> float:
         return self.new_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """vLLM's mean acceptance length, 1 + accepted / drafts; None when nothing was drafted."""
+        return 1 + self.accepted_tokens / self.drafts if self.drafts else None
 
     @property
     def acceptance_rate(self) -> float:

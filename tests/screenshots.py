@@ -4,7 +4,7 @@
 
 Starts ``python app.py --preset tiny`` on a free port, drives it in headless Chromium, and writes
 step-by-step.png, compare.png, classroom.png, worth-it.png, replay.png (and step-by-step-en.png,
-step-by-step-eagle3.png).
+step-by-step-eagle3.png, monitor.png: the Production monitor on the app's own /metrics over all of it).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def take(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with running_app("tiny") as url, browser_page() as page:
         open_app(page, url)
+        start_monitor(page)
 
         def shot(name: str) -> None:
             page.wait_for_timeout(600)
@@ -72,6 +73,19 @@ def take(out: Path) -> None:
         page.fill("#step-prompt textarea", "床前明月光，")
         step(page, 2)
         shot("step-by-step-eagle3")
+
+        open_tab(page, "monitor")
+        wait_for_plot(page, "mon-plot", "p.data.length > 4")
+        shot("monitor")
+
+
+def start_monitor(page) -> None:
+    """Watch the app's own /metrics, one window a second, while the other views run."""
+    open_tab(page, "monitor")
+    page.fill("#mon-interval input", "1")
+    page.click("#mon-start")
+    page.wait_for_function("() => document.querySelector('#mon-status').innerText.includes('/metrics')")
+    open_tab(page, "step")
 
 
 def main() -> int:

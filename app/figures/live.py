@@ -15,6 +15,12 @@ from .style import finish
 RUNNING = "#222222"
 
 
+def per_position_bars(values: list[float], lang: str, name: str | None = None) -> go.Bar:
+    """Acceptance by draft position (1 = the first drafted token), in the accepted colour."""
+    return go.Bar(x=list(range(1, len(values) + 1)), y=values, name=name or t("live.position", lang),
+                  showlegend=name is not None, marker_color=COLORS["accepted"])
+
+
 def live_figure(records: list[StepRecord], lang: str) -> go.Figure:
     """Three panels: acceptance per step and running; tokens per forward per step and running
     mean; acceptance by draft position."""
@@ -30,9 +36,7 @@ def live_figure(records: list[StepRecord], lang: str) -> go.Figure:
     fig.add_trace(go.Scatter(x=s.steps, y=s.running_tokens_per_forward, name=t("live.running", lang),
                              showlegend=False, mode="lines+markers", line={"color": RUNNING},
                              legendgroup="run"), 1, 2)
-    positions = list(range(1, len(s.per_position_acceptance) + 1))
-    fig.add_trace(go.Bar(x=positions, y=s.per_position_acceptance, name=t("live.position", lang),
-                         showlegend=False, marker_color=COLORS["accepted"]), 1, 3)
+    fig.add_trace(per_position_bars(s.per_position_acceptance, lang), 1, 3)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=3)

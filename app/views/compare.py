@@ -9,6 +9,7 @@ import pandas as pd
 
 from core import UserError, metrics
 from core.api import build_decoder
+from core.prometheus import lab_metrics
 from core.request import DecodeRequest
 
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests
@@ -16,7 +17,7 @@ from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..session import CompareRow, Session, ensure, measured_point
+from ..session import CompareRow, Session, ensure, measured_point, model_name
 from .own_models import own_model_fields
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
@@ -63,13 +64,16 @@ class CompareView:
 
 
 def _run_one(session: Session, request: DecodeRequest):
-    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way)."""
+    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way).
+    Every step is counted in the server's /metrics."""
     decoder, prompt_ids = build_decoder(request)
     steps = decoder.steps(prompt_ids)
-    for _ in steps:
-        if session.compare_stop:
-            steps.close()
-            break
+    with lab_metrics().request(model_name(request)) as meter:
+        for record in steps:
+            meter.observe(record)
+            if session.compare_stop:
+                steps.close()
+                break
     return decoder.result
 
 
@@ -107,7 +111,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     def on_compare(lang_value, session, *values):
         session = ensure(session)
         requests = compare_requests(lang_value, presets, *values, policy=policy)
-        yield from compare(view, state, session, requests, lang_value)
+        with lab_metrics().queue(model_name(requests[0]), len(requests)) as queue:  # /metrics: waiting runs
+            yield from compare(view, state, session, requests, lang_value, queue)
 
     @guarded(status)
     def on_stop(lang_value, session):
@@ -121,14 +126,16 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     return view
 
 
-def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], lang: str):
-    """Run the requests one after another (the baseline first), yielding the page after each."""
+def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], lang: str, queue):
+    """Run the requests one after another (the baseline first), yielding the page after each;
+    ``queue`` tells /metrics how many are still waiting."""
     session.compare_stop = False
     session.compare_rows = []
     skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
     for i, request in enumerate(requests):
         line = t("cmp.running", lang, i=i + 1, n=len(requests), label=request.label())
         yield {state: session, view.status: "<br>".join([line, *skipped])}
+        queue.take()
         try:
             result = _run_one(session, request)
         except UserError as e:

@@ -11,6 +11,9 @@ space::
     logits  = lm_head(out t)              (eagle: out is a predicted target feature)
             = lm_head(norm(out t))        (eagle3: out is the drafter's own state)
 
+``layout`` "reference" (eagle3 only) replaces ``combine`` + the Llama layer by EAGLE-3's reference
+layer (``eagle3_layer``), the one vLLM and SGLang load: what ``python -m core export`` writes.
+
 ``eagle`` reads one target layer (the last, after the final norm) and learns to predict the
 next feature. ``eagle3`` fuses low, middle and high layers (``fuse``: 3H -> H) and is trained
 only on tokens, unrolled on its own outputs (training-time test, see ``core.train.eagle``).
@@ -31,6 +34,9 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 from ..forward import chain_parents
 from ..kv_cache import RequestKV
 from ..tree import attention_mask, position_ids
+from .eagle3_layer import Eagle3ReferenceLayer
+
+LAYOUTS = ("lab", "reference")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class FeatureDrafterConfig:
     rms_norm_eps: float = 1e-6
     output_norm: bool = False  # eagle3: a norm of its own before the LM head
     draft_vocab_size: int | None = None  # None: the target's whole vocabulary
+    layout: str = "lab"  # "reference": EAGLE-3's reference layer (vLLM's llama_eagle3), see eagle3_layer
 
     def llama_config(self) -> LlamaConfig:
         config = LlamaConfig(
@@ -71,10 +78,15 @@ class FeatureDrafterNet(nn.Module):
         llama = config.llama_config()
         n_layers = len(config.target_layers)
         self.fuse = nn.Linear(n_layers * hidden, hidden, bias=False) if n_layers > 1 else None
-        self.token_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
-        self.feature_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
-        self.combine = nn.Linear(2 * hidden, hidden, bias=False)
-        self.layer = LlamaDecoderLayer(llama, layer_idx=0)
+        if config.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}")
+        if config.layout == "reference":
+            self.layer = Eagle3ReferenceLayer(llama)
+        else:
+            self.token_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+            self.feature_norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps)
+            self.combine = nn.Linear(2 * hidden, hidden, bias=False)
+            self.layer = LlamaDecoderLayer(llama, layer_idx=0)
         self.rotary = LlamaRotaryEmbedding(llama)
         self.norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps) if config.output_norm else None
         self.vocab_size = head_weight.shape[0]
@@ -99,6 +111,8 @@ class FeatureDrafterNet(nn.Module):
         """features [B, n, H] (feature of position t), tokens [B, n] (token t+1), positions [B, n] (t),
         mask [B or 1, 1, n, n_cached + n] additive -> out [B, n, H] (the feature guessed for t+1)."""
         embedded = F.embedding(tokens, self.embed_weight)
+        if self.config.layout == "reference":
+            return self.layer(embedded, features, mask, self.rotary(features, positions), cache)
         x = self.combine(torch.cat([self.token_norm(embedded), self.feature_norm(features)], dim=-1))
         rope = self.rotary(x, positions)
         return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache,

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from pydantic import Field
 
+from .. import vllm_export
 from ..errors import UserError
 from .base import DrafterOptions
 
@@ -80,6 +81,8 @@ def load_folder(folder: str | Path, kind: str, target_model) -> tuple[dict, dict
     folder is missing, holds another kind of drafter, or was trained for another target.
     """
     folder = Path(folder)
+    if kind == "eagle3" and vllm_export.is_checkpoint(folder):  # exported for vLLM (python -m core export)
+        return _checked_vllm(folder, target_model)
     config_file, weights_file = folder / "config.json", folder / "model.safetensors"
     if not (config_file.is_file() and weights_file.is_file()):
         raise UserError(
@@ -96,3 +99,14 @@ def load_folder(folder: str | Path, kind: str, target_model) -> tuple[dict, dict
             f"({config.get('target')} != {expected}); retrain them for this target"
         )
     return config, load_file(str(weights_file))
+
+
+def _checked_vllm(folder: Path, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
+    """An EAGLE-3 checkpoint in vLLM's layout, read back (``core.vllm_export``); its LM head must be
+    the target's, and a lab export also names the target it was trained for."""
+    config, state = vllm_export.read_checkpoint(folder, target_model.get_output_embeddings().weight.detach())
+    expected = target_fingerprint(target_model)
+    if config["target"] not in (None, expected):
+        raise UserError(f"the eagle3 checkpoint in {folder} was exported for another target "
+                        f"({config['target']} != {expected})")
+    return {**config, "target": expected}, state

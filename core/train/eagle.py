@@ -34,7 +34,7 @@ from transformers.cache_utils import DynamicCache
 from ..drafters.base import DraftShape
 from ..errors import UserError
 from ..drafters.eagle import Eagle3Drafter, EagleDrafter
-from ..drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet
+from ..drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
 from ..drafters.learned import save_folder, target_fingerprint
 from . import heldout
 from .features import (DataSettings, DrafterData, add_common_arguments, draft_rows, prepare, soft_cross_entropy,
@@ -78,7 +78,7 @@ def rope_theta(config) -> float:
 
 
 def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size: int | None = None,
-            draft_vocab: torch.Tensor | None = None) -> FeatureDrafterNet:
+            draft_vocab: torch.Tensor | None = None, layout: str = "lab") -> FeatureDrafterNet:
     """A fresh drafter for ``target_model``: one decoder layer shaped like the target's."""
     config = target_model.config.get_text_config()
     net_config = FeatureDrafterConfig(
@@ -88,6 +88,7 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
         max_position_embeddings=config.max_position_embeddings,
         rope_theta=rope_theta(config), rms_norm_eps=config.rms_norm_eps,
         output_norm=kind == "eagle3", draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
+        layout=layout,
     )
     embed = target_model.get_input_embeddings().weight
     head = target_model.get_output_embeddings().weight
@@ -232,6 +233,10 @@ def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
     parser.add_argument("--draft-vocab", default="auto",
                         help="LM head rows the drafter keeps: all, N (the N tokens the target chooses most), or auto "
                              "(enough to cover 99.9%% of its greedy choices; default)")
+    if kind == "eagle3":
+        parser.add_argument("--layout", choices=LAYOUTS, default="lab",
+                            help="lab (default) or reference: EAGLE-3's reference layer, the one vLLM loads "
+                                 "(python -m core export; use --layers below the last, e.g. 1,2,3)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -245,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--layers must be hidden_states indices between 1 and {num_layers} (got {args.layers})")
     torch.manual_seed(args.seed)
     draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
-    net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab)
+    net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab, getattr(args, "layout", "lab"))
     config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
                          weight_decay=0.0)
     print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, "

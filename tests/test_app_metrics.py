@@ -1,0 +1,67 @@
+"""The app's /metrics and its Production monitor, against ``python app.py --preset tiny``."""
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from app_server import TINY_MISSING, TINY_READY, running_app
+
+pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
+gradio_client = pytest.importorskip("gradio_client")
+
+STEP_ARGS = ("en", "It is a truth universally", "tiny", "eagle3", 3, 2, 0, 0, 24, 8, "", "")
+
+
+@pytest.fixture(scope="module")
+def url():
+    with running_app("tiny") as address:
+        yield address
+
+
+def scrape(url: str) -> dict:
+    """/metrics, read with prometheus-client's parser: sample name -> {labels: value}."""
+    with urllib.request.urlopen(url + "metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    out: dict = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_metrics_equal_the_stepped_runs_records(url):
+    from core import read_trace
+    from core.metrics import tally
+
+    c = gradio_client.Client(url, verbose=False)
+    for _ in range(5):
+        c.predict(*STEP_ARGS, api_name="/step")
+    during = scrape(url)
+    *_, download = c.predict("en", api_name="/stop")[:3]
+    trace = read_trace(download["value"])
+    totals = tally(trace.steps)
+    assert len(trace.steps) == 5 and totals.drafts == 5
+
+    got = scrape(url)
+    labels = (("engine", "0"), ("model_name", "tiny"))
+    assert got["vllm:spec_decode_num_drafts_total"][labels] == totals.drafts
+    assert got["vllm:spec_decode_num_draft_tokens_total"][labels] == totals.draft_tokens
+    assert got["vllm:spec_decode_num_accepted_tokens_total"][labels] == totals.accepted_tokens
+    per_pos = {dict(k)["position"]: v for k, v in got["vllm:spec_decode_num_accepted_tokens_per_pos_total"].items()}
+    assert [per_pos[str(i)] for i in range(len(per_pos))] == pytest.approx(
+        [p * totals.drafts for p in totals.per_position_acceptance])
+    assert got["vllm:generation_tokens_total"][labels] == totals.new_tokens
+    assert got["sdlab_verify_seconds_count"][labels] == 5
+    assert during["vllm:num_requests_running"][labels] == 1 and got["vllm:num_requests_running"][labels] == 0
+    assert during["sdlab_kv_blocks_in_use"][labels] > 0 and got["sdlab_kv_blocks_in_use"][labels] == 0
+
+
+def test_the_monitor_refuses_a_remote_target(url):
+    c = gradio_client.Client(url, verbose=False)
+    status, *_ = c.predict("en", "http://10.20.30.40:8000/metrics", 2, 0.2, api_name="/monitor_start")
+    assert "10.20.30.40" in status and "--allow-remote-monitor" in status
+    status, *_ = c.predict("en", url + "metrics", 2, 0.2, api_name="/monitor_start")
+    assert "Watching" in status

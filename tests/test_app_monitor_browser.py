@@ -1,0 +1,40 @@
+"""The Production monitor in headless Chromium, pointed at the app's own /metrics while a Compare
+runs: its tau and per-position acceptance equal the engine's for the same runs."""
+from __future__ import annotations
+
+import pytest
+
+from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare
+from app_server import TINY_MISSING, TINY_READY, running_app
+
+pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
+              pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))]
+
+PROMPT = "It is a truth universally acknowledged"  # the Compare view's default prompt
+ACCEPTED = "#2e9e44"  # app.palette: the per-position bars' colour
+
+
+def test_monitor_shows_the_engines_tau_and_per_position_acceptance():
+    from core import generate
+    from core.metrics import tally
+
+    with running_app("tiny") as url, browser_page() as page:
+        open_app(page, url)
+        open_tab(page, "monitor")
+        assert page.input_value("#mon-url input, #mon-url textarea") == url + "metrics"
+        page.fill("#mon-interval input", "1")
+        page.click("#mon-start")
+        page.wait_for_function("() => document.querySelector('#mon-status').innerText.includes('/metrics')")
+
+        run_compare(page, ["eagle3"], "3", max_new_tokens=24)  # the baseline, then eagle3 k=3
+
+        engine = tally(generate(PROMPT, preset="tiny", drafter="eagle3", k=3, max_new_tokens=24).steps)
+        open_tab(page, "monitor")
+        page.wait_for_function(f"""() => document.querySelector('#mon-summary').innerText
+                                          .includes('τ {engine.mean_acceptance_length:.3f}')""", timeout=30_000)
+        summary = page.inner_text("#mon-summary")
+        per_position = " ".join(f"{p:.3f}" for p in engine.per_position_acceptance)
+        assert per_position in summary and f"{engine.drafts} " in summary
+        bars = next(trace for trace in plot(page, "mon-plot")["data"] if trace["color"] == ACCEPTED)
+        assert bars["x"] == [1, 2, 3]
+        assert bars["y"] == pytest.approx(engine.per_position_acceptance)
