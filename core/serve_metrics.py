@@ -33,6 +33,7 @@ def run(args) -> int:
     from prometheus_client import start_http_server
 
     from .api import build_decoder
+    from .request import DecodeRequest
     from .prometheus import lab_metrics
     from .prompts import HELDOUT_PROMPTS, load_prompts
 
@@ -48,8 +49,8 @@ def run(args) -> int:
             with lab.queue(args.preset, len(prompts)) as queue:
                 for prompt in prompts:
                     queue.take()
-                    decoder, prompt_ids = build_decoder(prompt, preset=args.preset, drafter=args.drafter, k=args.k,
-                                                        tree=args.tree, max_new_tokens=args.max_new_tokens)
+                    decoder, prompt_ids = build_decoder(DecodeRequest.of(
+                        prompt, args.preset, args.drafter, args.k, args.tree, max_new_tokens=args.max_new_tokens))
                     with lab.request(args.preset) as meter:
                         for record in decoder.steps(prompt_ids):
                             meter.observe(record)

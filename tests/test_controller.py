@@ -89,14 +89,16 @@ def test_the_cost_curve_is_measured_once_and_cached(tmp_path, monkeypatch, tiny)
     assert curve.v(7) >= curve.v(6) and curve.seconds(1) == pytest.approx(curve.forward_s)
 
 
-def test_the_page_says_why_and_outlines_each_proposer():
+def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
+    import core.api
     from app.figures.tree import tree_figure
     from app.render import step_sentence
 
+    monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)  # verifying more costs nothing: keep all
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="hybrid", tree="auto", max_new_tokens=12)
     sentences = [step_sentence(r, "en") for r in result.steps]
     assert all('class="sdl-why"' in s and "Why" in s for s in sentences)
-    assert any("Why all" in s or "Why " in s and " of " in s for s in sentences)
+    assert "Why all" in sentences[0]
     mixed = [r for r in result.steps if len({n.proposer.split("-")[0] for n in r.nodes}) > 1]
     names = [trace.name for trace in tree_figure(mixed[0], "en").data]
     assert any(str(name).startswith("proposed by: ngram") for name in names)

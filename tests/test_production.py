@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import UserError, build_decoder
+from core import DecodeRequest, UserError, build_decoder
 from core.metrics import tally
 from core.monitor import RemoteTarget, Scrape, Watch, checked_target, fetch, parse, verdict, window
 from core.prometheus import LabMetrics
@@ -32,8 +32,8 @@ def eagle_run():
     if not TINY_READY:
         pytest.skip(TINY_MISSING)
     lab = LabMetrics()
-    decoder, prompt_ids = build_decoder("It is a truth universally", preset="tiny", drafter="eagle3", tree="2x3",
-                                        max_new_tokens=40)
+    decoder, prompt_ids = build_decoder(DecodeRequest.of("It is a truth universally", preset="tiny", drafter="eagle3",
+                                                         tree="2x3", max_new_tokens=40))
     records = []
     with lab.request("tiny") as meter:
         for record in decoder.steps(prompt_ids):
