@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 from ..drafters.learned import save_folder, target_fingerprint
 from . import eagle, medusa
 from .features import DataSettings, DrafterData, load_or_build
-from .tiny import TrainConfig
+from .loop import count_parameters, seeded
 
 # Half the windows and prompts Chinese (the corpus default is 10%): the 我爱中国 lesson and half the
 # held-out prompts are Chinese, and Gemma's Chinese needs its own share of a small budget.
@@ -70,17 +70,16 @@ def record(args, name: str, options: dict, seconds: float) -> dict:
 def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
     num_layers = target.model.config.get_text_config().num_hidden_layers
     layers = eagle.default_layers(kind, num_layers)
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
     net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
     ttt = args.ttt_steps if kind == "eagle3" else 1
     feature_weight = 1.0 if kind == "eagle" else 0.0
     steps = args.eagle3_steps if kind == "eagle3" else args.eagle_steps
-    config = TrainConfig(steps=steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, steps // 10),
-                         weight_decay=0.0)
-    print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, draft vocabulary "
+    print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{DRAFT_VOCAB}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, torch.Generator().manual_seed(args.seed), kind)
+    config = eagle.train_config(steps, args.batch, args.lr)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
@@ -93,12 +92,10 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
 
 
 def train_medusa(target, data, heldout, out: Path, args) -> None:
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
     heads = medusa.new_heads(target.model, args.heads, False, draft_vocab)
-    config = TrainConfig(steps=args.medusa_steps, batch_size=256, lr=3e-3, warmup_steps=min(50, args.medusa_steps // 10),
-                         weight_decay=0.0)
-    seconds = medusa.train_heads(heads, data, config, torch.Generator().manual_seed(args.seed))
+    seconds = medusa.train_heads(heads, data, medusa.train_config(args.medusa_steps, 256, 3e-3), generator)
     accuracy = medusa.head_accuracy(heads, heldout, HELDOUT_DATA.prompt_len)
     tree = medusa.sparse_tree(accuracy, 24)
     print(f"[medusa] held-out top-1 accuracy per head {[round(float(a), 3) for a in accuracy[:, 0]]}",
