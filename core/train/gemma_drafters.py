@@ -23,6 +23,7 @@ import argparse
 import sys
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -141,13 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
     if args.data_fraction < 1:
         data = subset(data, args.data_fraction, args.seed)
+    trainers = {"eagle3": partial(train_eagle, "eagle3"), "eagle": partial(train_eagle, "eagle"),
+                "medusa": train_medusa}
     for name in filter(None, args.only.split(",")):
-        if name in ("eagle", "eagle3"):
-            train_eagle(name, target, data, heldout, args.out, args)
-        elif name == "medusa":
-            train_medusa(target, data, heldout, args.out, args)
-        else:
+        if name not in trainers:
             parser.error(f"unknown drafter {name!r}")
+        trainers[name](target, data, heldout, args.out, args)
     print(f"[gemma] done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return 0
 
