@@ -314,7 +314,10 @@ def sweep_markdown(result: dict) -> list[str]:
 
 
 def write_outputs(result: dict, out_dir: str | Path) -> None:
+    """``bench.json``, ``bench.md`` and ``bench.html`` (the speedups, and the batch-size study when measured)."""
     import plotly.graph_objects as go
+
+    from .sweep_figure import sweep_figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -325,41 +328,9 @@ def write_outputs(result: dict, out_dir: str | Path) -> None:
     figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
     figure.update_layout(title="Speedup over each side's own plain decoding (median over prompts)",
                          yaxis_title="speedup ×")
-    figures = [figure, *sweep_figures(result)]
+    figures = [figure]
+    if result.get("batch_sweep"):
+        figures.append(sweep_figure(result).update_layout(height=480))
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures))
     (out / "bench.html").write_text(f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>",
                                     encoding="utf-8")
-
-
-def sweep_figures(result: dict) -> list:
-    """Throughput against batch size (crossovers marked) and forward latency against query tokens x batch."""
-    import plotly.graph_objects as go
-
-    rows = result.get("batch_sweep") or []
-    if not rows:
-        return []
-    throughput = go.Figure()
-    for name in dict.fromkeys(r["drafter"] for r in rows):
-        mine = [r for r in rows if r["drafter"] == name]
-        throughput.add_trace(go.Scatter(x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine],
-                                        mode="lines+markers", name=name))
-    top = max(r["tokens_per_s"] for r in rows)
-    for name, batch in result["batch_crossover"].items():
-        if batch is not None:  # a dotted vertical line (a shape would take log10 x on the log axis)
-            throughput.add_trace(go.Scatter(x=[batch, batch], y=[0, top], mode="lines+text", showlegend=False,
-                                            text=["", f"{name} stops paying"], textposition="top center",
-                                            line={"dash": "dot"}))
-    sizes = sorted({r["batch"] for r in rows})
-    throughput.update_layout(title="Throughput against batch size",
-                             xaxis={"title": "batch", "type": "log", "tickvals": sizes},
-                             yaxis_title="tokens/s (all requests)")
-    latency = go.Figure()
-    grid = result.get("forward_latency") or []
-    for batch in sorted({r["batch"] for r in grid}):
-        mine = [r for r in grid if r["batch"] == batch]
-        latency.add_trace(go.Scatter(x=[r["tokens"] for r in mine], y=[r["latency_ms"] for r in mine],
-                                     mode="lines+markers", name=f"batch {batch}"))
-    latency.update_layout(title="Target forward latency against query tokens × batch",
-                          xaxis={"title": "tokens in the forward (batch × new tokens per request)", "type": "log"},
-                          yaxis_title="ms per forward")
-    return [throughput, latency]

@@ -14,11 +14,13 @@ from core.drafters.base import DraftShape
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
+from core.drafters.vocab import draft_rows, to_target_vocab
 from core.engine import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
 from core.kv_cache import PagedKVCache
 from core.models import LoadedModel
 from core.train.eagle import unroll, unroll_mask
+from core.train.features import draftable_cross_entropy
 from core.train.medusa import sparse_tree
 from tests.conftest import TINY
 from tests.prompts import LOSSLESS_PROMPTS
@@ -202,6 +204,27 @@ def test_prune_keeps_the_best_connected_nodes_parents_first():
 
 
 # ---- training-time test == drafting ------------------------------------------------------------
+def test_a_draft_vocabulary_maps_ids_to_rows_and_logits_back():
+    vocab, inf = torch.tensor([2, 5]), float("inf")
+    assert draft_rows(vocab, 6).tolist() == [-1, -1, 0, -1, -1, 1]
+    assert draft_rows(vocab, 6, outside=2).tolist() == [2, 2, 0, 2, 2, 1]  # a draft model's "other" id
+    assert draft_rows(None, 6) is None
+    logits = torch.tensor([[1.0, 3.0, 7.0]])  # the last column: the "other" id, never proposed
+    assert to_target_vocab(logits, vocab, 6).tolist() == [[-inf, -inf, 1.0, -inf, -inf, 3.0]]
+    assert to_target_vocab(logits, None, 2).tolist() == [[1.0, 3.0]]  # same vocabulary, cut or padded
+    assert to_target_vocab(logits, None, 4).tolist() == [[1.0, 3.0, 7.0, -inf]]
+
+
+def test_training_weighs_only_tokens_the_draft_vocabulary_holds():
+    rows = draft_rows(torch.tensor([2, 5]), 6)
+    logits = torch.tensor([[0.5, -1.0], [2.0, 1.0]])  # [positions, draft rows]
+    ids = torch.tensor([[5, 3], [4, 2]])  # the target's top-2 per position; 3 and 4 are outside
+    probs = torch.tensor([[0.6, 0.4], [0.7, 0.3]])
+    loss = draftable_cross_entropy(logits, ids, probs, rows)
+    # position 0 keeps only token 5 (draft row 1); position 1's greedy token (4) is outside: skipped
+    assert loss == pytest.approx(float(-torch.log_softmax(logits[0], -1)[1]))
+
+
 def test_unroll_mask_is_causal_then_diagonal():
     allowed = unroll_mask(3, 3)[0, 0] == 0
     assert allowed[:, :3].tolist() == [[True, False, False], [True, True, False], [True, True, True]]

@@ -7,16 +7,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from core.train import corpus
-from core.train.tiny import (
-    TrainConfig,
-    build_model,
-    count_parameters,
-    random_batches,
-    source_weights,
-    token_streams,
-    train_lm,
-    train_tokenizer,
-)
+from core.train.loop import TrainConfig, count_parameters
+from core.train.streams import random_batches, source_weights, token_streams
+from core.train.tiny import build_model, train_lm, train_tokenizer
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "tiny"
 ROLES = ("target", "draft")

@@ -23,6 +23,7 @@ from ..kv_cache import PagedKVCache, RequestKV
 from ..models import check_same_tokenizer
 from ..tree import DraftTree
 from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext, pick_children
+from .vocab import draft_rows, to_target_vocab
 
 SIZE_FOLDERS = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
 
@@ -48,13 +49,6 @@ def draft_model_path(options: DraftOptions, inputs: DrafterInputs) -> str:
     return path
 
 
-def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Cut or pad (with -inf) the draft's logits to the target's vocabulary size."""
-    if logits.shape[-1] >= vocab_size:
-        return logits[..., :vocab_size]
-    pad = logits.new_full((*logits.shape[:-1], vocab_size - logits.shape[-1]), float("-inf"))
-    return torch.cat([logits, pad], dim=-1)
-
 
 class DraftModelDrafter(Drafter):
     name = "draft"
@@ -77,10 +71,8 @@ class DraftModelDrafter(Drafter):
         self.kv: RequestKV | None = None
         self.target_ids = self.to_draft = None
         if draft.vocab_map is not None:
-            device = draft.model.device
-            self.target_ids = torch.tensor(draft.vocab_map.target_ids, device=device)  # [draft vocab]
-            self.to_draft = torch.full((vocab_size,), draft.vocab_map.other_id, dtype=torch.long, device=device)
-            self.to_draft[self.target_ids] = torch.arange(len(self.target_ids), device=device)
+            self.target_ids = torch.tensor(draft.vocab_map.target_ids, device=draft.model.device)  # [draft vocab]
+            self.to_draft = draft_rows(self.target_ids, vocab_size, outside=draft.vocab_map.other_id)
 
     def _draft_ids(self, tokens: list[int]) -> list[int]:
         if self.to_draft is None:
@@ -89,10 +81,7 @@ class DraftModelDrafter(Drafter):
 
     def _target_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """Draft logits [..., draft vocab] -> [..., target vocab]."""
-        if self.target_ids is None:
-            return fit_vocab(logits, self.vocab_size)
-        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
-        return full.index_copy_(-1, self.target_ids, logits[..., : len(self.target_ids)])
+        return to_target_vocab(logits, self.target_ids, self.vocab_size)
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         num_blocks = -(-capacity_tokens // self.block_size) + 1

@@ -37,6 +37,7 @@ from ..tree import attention_mask, position_ids
 from .eagle3_layer import Eagle3ReferenceLayer
 
 LAYOUTS = ("lab", "reference")
+from .vocab import keep_draft_vocab, to_target_vocab
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,9 @@ class FeatureDrafterNet(nn.Module):
         self.rotary = LlamaRotaryEmbedding(llama)
         self.norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps) if config.output_norm else None
         self.vocab_size = head_weight.shape[0]
-        if config.draft_vocab_size is not None:
-            if draft_vocab is None or len(draft_vocab) != config.draft_vocab_size:
-                raise ValueError("draft_vocab must list draft_vocab_size target ids")
-            self.register_buffer("draft_vocab", draft_vocab.to(torch.long))
-            head_weight = head_weight[draft_vocab]
-        else:
-            self.draft_vocab = None
+        keep_draft_vocab(self, draft_vocab, config.draft_vocab_size)
+        if self.draft_vocab is not None:
+            head_weight = head_weight[self.draft_vocab]
         self.embed_weight = embed_weight.detach()  # plain tensors: borrowed from the target, not saved
         self.head_weight = head_weight.detach()  # [draft vocab, H]
 
@@ -124,11 +121,7 @@ class FeatureDrafterNet(nn.Module):
 
     def target_logits(self, out: torch.Tensor) -> torch.Tensor:
         """out [..., H] -> logits over the target's vocabulary [..., vocab] (-inf outside the draft vocabulary)."""
-        logits = self.draft_logits(out)
-        if self.draft_vocab is None:
-            return logits
-        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
-        return full.index_copy_(-1, self.draft_vocab, logits)
+        return to_target_vocab(self.draft_logits(out), self.draft_vocab, self.vocab_size)
 
 
 def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, tokens: list[int],

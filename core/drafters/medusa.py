@@ -25,6 +25,7 @@ from ..errors import UserError
 from ..tree import DraftTree
 from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext, pick_children
 from .learned import LearnedOptions, default_folder, load_folder
+from .vocab import keep_draft_vocab, to_target_vocab
 
 MAX_RANK = 32
 
@@ -65,13 +66,9 @@ class MedusaHeads(nn.Module):
         self.config = config
         self.vocab_size = target_head_weight.shape[0]
         self.blocks = nn.ModuleList(ResBlock(config.hidden_size) for _ in range(config.num_heads))
-        if config.draft_vocab_size is not None:
-            if draft_vocab is None or len(draft_vocab) != config.draft_vocab_size:
-                raise ValueError("draft_vocab must list draft_vocab_size target ids")
-            self.register_buffer("draft_vocab", draft_vocab.to(torch.long))
+        keep_draft_vocab(self, draft_vocab, config.draft_vocab_size)
+        if self.draft_vocab is not None:
             target_head_weight = target_head_weight[self.draft_vocab]
-        else:
-            self.draft_vocab = None
         if config.own_lm_head:
             self.lm_heads = nn.Parameter(target_head_weight.detach().clone().repeat(config.num_heads, 1, 1))
         else:
@@ -86,11 +83,7 @@ class MedusaHeads(nn.Module):
 
     def target_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [..., H] -> logits over the target's vocabulary [..., K, vocab] (-inf outside the draft vocabulary)."""
-        logits = self(hidden)
-        if self.draft_vocab is None:
-            return logits
-        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))
-        return full.index_copy_(-1, self.draft_vocab, logits)
+        return to_target_vocab(self(hidden), self.draft_vocab, self.vocab_size)
 
 
 # ---- the static tree -----------------------------------------------------------------------

@@ -132,23 +132,21 @@ def read_kjv() -> list[str]:
     return ["\n".join(verses) for verses in chapters.values()]
 
 
+def poems(name: str, what: str) -> Source:
+    """The fortunes-zh file ``name``, one document per poem."""
+    return Source(
+        name=name,
+        language="zh",
+        apt_packages=("fortunes-zh",),
+        licence=f"public domain ({what}); packaged in fortunes-zh (GPL-3.0+)",
+        required_paths=(FORTUNES_DIR / name,),
+        read=lambda: read_poems(FORTUNES_DIR / name),
+    )
+
+
 SOURCES: tuple[Source, ...] = (
-    Source(
-        name="tang300",
-        language="zh",
-        apt_packages=("fortunes-zh",),
-        licence="public domain (Tang dynasty poems); packaged in fortunes-zh (GPL-3.0+)",
-        required_paths=(FORTUNES_DIR / "tang300",),
-        read=lambda: read_poems(FORTUNES_DIR / "tang300"),
-    ),
-    Source(
-        name="song100",
-        language="zh",
-        apt_packages=("fortunes-zh",),
-        licence="public domain (Song dynasty ci); packaged in fortunes-zh (GPL-3.0+)",
-        required_paths=(FORTUNES_DIR / "song100",),
-        read=lambda: read_poems(FORTUNES_DIR / "song100"),
-    ),
+    poems("tang300", "Tang dynasty poems"),
+    poems("song100", "Song dynasty ci"),
     Source(
         name="austen",
         language="en",

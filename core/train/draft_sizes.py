@@ -12,11 +12,8 @@ steps differ. Each is written as a transformers folder next to the target (``dra
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shutil
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -24,18 +21,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ..models import resolve_preset
 from .corpus import build_corpus
-from .tiny import (
-    TrainConfig,
-    build_model,
-    count_parameters,
-    greedy_agreement,
-    heldout_loss,
-    heldout_prompts,
-    random_batches,
-    source_weights,
-    token_streams,
-    train_lm,
-)
+from .loop import TrainConfig
+from .streams import token_streams
+from .tiny import greedy_agreement, heldout_prompts, train_member, update_json
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 SIZES = {
@@ -65,28 +53,16 @@ def run(args: argparse.Namespace) -> int:
     corpus = build_corpus(args.cache_dir)
     streams = token_streams(corpus.train, tokenizer)
     heldout_streams = token_streams(corpus.heldout, tokenizer)
-    stats_file = target_path.parent / "draft_sizes.json"
-    stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.exists() else {}
+    prompts = heldout_prompts(corpus.heldout, tokenizer)
     for name in args.sizes.split(","):
         config = TrainConfig(steps=args.steps, distill_weight=0.5)
-        torch.manual_seed(args.seed)
-        model = build_model(SIZES[name], tokenizer)
-        generator = torch.Generator().manual_seed(args.seed)
-        batches = random_batches(streams, source_weights(streams), config.batch_size, config.seq_len, generator)
-        seconds = train_lm(model, batches, config, name=name, teacher=target)
-        losses = heldout_loss(model, heldout_streams, config.seq_len)
-        agreement = greedy_agreement(target, model, heldout_prompts(corpus.heldout, tokenizer))
+        model, stats = train_member(name, SIZES[name], tokenizer, streams, heldout_streams, config, args.seed, target)
+        stats["greedy_top1_agreement"] = round(greedy_agreement(target, model, prompts), 4)
         model.save_pretrained(target_path.parent / name)
         for file in TOKENIZER_FILES:  # byte for byte the target's tokenizer
             shutil.copyfile(target_path / file, target_path.parent / name / file)
-        stats[name] = {
-            "parameters": count_parameters(model), "shape": SIZES[name], "train": asdict(config), "seed": args.seed,
-            "train_seconds": round(seconds, 1), "heldout_loss": {k: round(v, 4) for k, v in losses.items()},
-            "heldout_perplexity": {k: round(math.exp(v), 2) for k, v in losses.items()},
-            "greedy_top1_agreement": round(agreement, 4),
-        }
-        print(f"[{name}] {stats[name]}", file=sys.stderr)
-        stats_file.write_text(json.dumps(stats, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        print(f"[{name}] {stats}", file=sys.stderr)
+        update_json(target_path.parent / "draft_sizes.json", {name: stats})
     return 0
 
 

@@ -59,7 +59,7 @@ from .chat_prompts import chat_prompt, prompt_count
 from .corpus import SOURCES, Source, build_corpus
 from .features import DrafterData
 from .more_text import MORE_SOURCES
-from .tiny import token_streams
+from .streams import token_streams
 
 PIPELINE_VERSION = 1
 ALL_SOURCES: dict[str, Source] = {source.name: source for source in SOURCES + MORE_SOURCES}

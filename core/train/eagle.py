@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import asdict
 
 import torch
@@ -36,10 +35,10 @@ from ..errors import UserError
 from ..drafters.eagle import Eagle3Drafter, EagleDrafter
 from ..drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
 from ..drafters.learned import save_folder, target_fingerprint
+from ..drafters.vocab import draft_rows
 from . import heldout
-from .features import (DataSettings, DrafterData, add_common_arguments, draft_rows, prepare, soft_cross_entropy,
-                       training_record)
-from .tiny import TrainConfig, lr_factor
+from .features import DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare, training_record
+from .loop import TrainConfig, count_parameters, seeded, short_warmup, train
 
 DRAFTERS = {"eagle": EagleDrafter, "eagle3": Eagle3Drafter}
 EVAL_DEPTH = 6  # unroll depth of the held-out chain accuracy
@@ -142,40 +141,29 @@ def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor,
         logits = net.draft_logits(out[:, :valid]).flatten(0, 1)  # [B * valid, draft vocab]
         ids = data.top_ids[rows, step:].flatten(0, 1)
         probs = data.top_probs[rows, step:].flatten(0, 1)
-        if vocab_index is not None:  # target ids -> draft vocabulary rows; ids outside get no weight
-            probs = probs * (vocab_index[ids] >= 0)
-            ids = vocab_index[ids].clamp_min(0)
-            keep = probs[:, 0] > 0  # the greedy token must be draftable
-            logits, ids, probs = logits[keep], ids[keep], probs[keep]
-        loss = soft_cross_entropy(logits, ids, probs)
+        loss = draftable_cross_entropy(logits, ids, probs, vocab_index)
         if feature_weight > 0:
             loss = loss + feature_weight * F.smooth_l1_loss(out[:, :valid], true_features[:, step:])
         losses.append(loss)
     return torch.stack(losses).mean()
 
 
+def train_config(steps: int, batch: int, lr: float) -> TrainConfig:
+    """EAGLE's optimisation: AdamW (betas 0.9, 0.95), gradient clipping at 1, no weight decay, fp32."""
+    return TrainConfig(steps=steps, batch_size=batch, lr=lr, warmup_steps=short_warmup(steps), weight_decay=0.0,
+                       bf16_autocast=False)
+
+
 def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, steps: int, feature_weight: float,
               generator: torch.Generator, name: str = "eagle") -> float:
     """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds."""
     vocab_index = draft_rows(net.draft_vocab, net.vocab_size)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
-    start = time.perf_counter()
-    net.train()
-    for step in range(config.steps):
+
+    def loss_of(step: int) -> torch.Tensor:
         rows = torch.randint(len(data), (config.batch_size,), generator=generator)
-        loss = unrolled_loss(net, data, rows, steps, feature_weight, vocab_index)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 25 == 0 or step == config.steps - 1:
-            elapsed = time.perf_counter() - start
-            print(f"[{name}] step {step + 1}/{config.steps} loss {loss.item():.3f} elapsed {elapsed:.0f} s "
-                  f"ETA {elapsed / (step + 1) * (config.steps - step - 1):.0f} s", file=sys.stderr, flush=True)
-    net.eval()
-    return time.perf_counter() - start
+        return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index)
+
+    return train(net, loss_of, config, name)
 
 
 @torch.inference_mode()
@@ -248,15 +236,13 @@ def run(args: argparse.Namespace) -> int:
     layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else default_layers(kind, num_layers)
     if not all(1 <= i <= num_layers for i in layers):
         raise UserError(f"--layers must be hidden_states indices between 1 and {num_layers} (got {args.layers})")
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
     net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab, getattr(args, "layout", "lab"))
-    config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
-                         weight_decay=0.0)
-    print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, "
+    print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, "
           f"draft vocabulary {net.config.draft_vocab_size or 'all'}, TTT steps {args.ttt_steps}", file=sys.stderr)
-    seconds = train_net(net, setup.train, config, args.ttt_steps, args.feature_weight,
-                        torch.Generator().manual_seed(args.seed), name=kind)
+    seconds = train_net(net, setup.train, train_config(args.steps, args.batch, args.lr), args.ttt_steps,
+                        args.feature_weight, generator, name=kind)
     chain = chain_accuracy(net, setup.heldout, DataSettings.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}, "
           f"conditional {chain['conditional']}", file=sys.stderr)

@@ -22,7 +22,7 @@ import torch
 
 from ..drafters.learned import default_folder, target_fingerprint
 from .corpus import Corpus, default_cache_dir
-from .tiny import random_batches, source_weights, token_streams
+from .streams import random_batches, source_weights, token_streams
 
 TOP_K = 8  # next-token law kept per position: the target's top tokens and their probabilities
 
@@ -135,21 +135,25 @@ def annotate(model, tokens: torch.Tensor, batch_size: int = 32) -> DrafterData:
     return DrafterData(tokens, torch.cat(hidden), torch.cat(top_ids), torch.cat(top_probs))
 
 
-def draft_rows(draft_vocab: torch.Tensor | None, vocab_size: int) -> torch.Tensor | None:
-    """[target vocab] -> row of a drafter's reduced vocabulary ``draft_vocab``, -1 outside it
-    (None: the drafter keeps the whole vocabulary)."""
-    if draft_vocab is None:
-        return None
-    index = torch.full((vocab_size,), -1, dtype=torch.long)
-    index[draft_vocab] = torch.arange(len(draft_vocab))
-    return index
-
-
 def soft_cross_entropy(logits: torch.Tensor, top_ids: torch.Tensor, top_probs: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of ``logits`` [n, V] against the target's top-k law (ids/probs [n, k], renormalised)."""
     logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, top_ids)
     weights = top_probs / top_probs.sum(-1, keepdim=True)
     return -(weights * logprobs).sum(-1).mean()
+
+
+def draftable_cross_entropy(logits: torch.Tensor, top_ids: torch.Tensor, top_probs: torch.Tensor,
+                            rows: torch.Tensor | None) -> torch.Tensor:
+    """:func:`soft_cross_entropy` of a drafter's ``logits`` [n, draft vocab] against the target's top-k law
+    (``top_ids`` in target ids). ``rows`` maps target ids to draft rows (``core.drafters.vocab.draft_rows``;
+    None: the whole vocabulary): tokens outside the draft vocabulary get no weight, and positions whose
+    greedy token is outside are skipped (the drafter can never propose it)."""
+    if rows is not None:
+        top_probs = top_probs * (rows[top_ids] >= 0)
+        top_ids = rows[top_ids].clamp_min(0)
+        keep = top_probs[:, 0] > 0
+        logits, top_ids, top_probs = logits[keep], top_ids[keep], top_probs[keep]
+    return soft_cross_entropy(logits, top_ids, top_probs)
 
 
 # ---- what the drafter trainers share ---------------------------------------------------------

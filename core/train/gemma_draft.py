@@ -7,7 +7,7 @@ No smaller model with Gemma's tokenizer is to be had offline, and a small LM tha
 the draft works over a **reduced vocabulary**: the 4,096 tokens Gemma reads and writes most in
 the training data (each mapped to its Gemma id in ``vocab_map.json``), plus one "other" id for
 every token outside it. The engine maps ids in and scatters logits back out
-(``core.drafters.draft_model``); a token outside the reduced vocabulary is never proposed.
+(``core.drafters.vocab``); a token outside the reduced vocabulary is never proposed.
 
 Training, in two phases:
 
@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -33,11 +34,14 @@ from torch.nn import functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from ..models import VOCAB_MAP_FILE, vocab_digest
-from .features import load_or_build, soft_cross_entropy
+from ..drafters.vocab import draft_rows
+from .features import DrafterData, draftable_cross_entropy, load_or_build
 from .gemma_drafters import HELDOUT_DATA, TRAIN_DATA
-from .tiny import TrainConfig, lr_factor, random_batches, source_weights, token_streams
+from .loop import TrainConfig, count_parameters, seeded, short_warmup, train
+from .streams import random_batches, source_weights, token_streams
 
 VOCAB = 4096
+OTHER = VOCAB  # the draft id every token outside the reduced vocabulary is read as
 
 
 def choose_vocabulary(streams: dict[str, torch.Tensor], greedy: torch.Tensor, vocab_size: int, special: list[int]) -> torch.Tensor:
@@ -59,9 +63,8 @@ def new_model(args, bos: int, eos: int) -> LlamaForCausalLM:
     return LlamaForCausalLM(config)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..models import PRESETS, load_model, resolve_preset
-    from .corpus import build_corpus
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from ..models import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_draft", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,11 +78,78 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--lr", type=float, default=3e-3)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
+    return parser.parse_args(argv)
 
+
+def corpus_loss(model, batch: torch.Tensor, other: int) -> torch.Tensor:
+    """Phase 1: next-token loss on ``batch`` [B, T+1] of draft ids; labels outside the vocabulary (``other``) ignored."""
+    labels = batch[:, 1:].masked_fill(batch[:, 1:] == other, -100)
+    logits = model(input_ids=batch[:, :-1]).logits
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+
+
+def distill_loss(model, data: DrafterData, rows: torch.Tensor, to_draft: torch.Tensor,
+                 draft_index: torch.Tensor) -> torch.Tensor:
+    """Phase 2: soft cross-entropy against Gemma's top-k law on its continuations ``rows`` of ``data``."""
+    logits = model(input_ids=to_draft[data.tokens[rows]]).logits.flatten(0, 1)
+    ids, probs = data.top_ids[rows].flatten(0, 1), data.top_probs[rows].flatten(0, 1)
+    return draftable_cross_entropy(logits, ids, probs, draft_index)
+
+
+def train_draft(model, batches: Iterator[torch.Tensor], data: DrafterData, target_ids: torch.Tensor, vocab_size: int,
+                args, generator: torch.Generator) -> float:
+    """Phase 1 for ``args.steps`` steps, then phase 2 mixed with half of phase 1's loss; returns seconds."""
+    to_draft = draft_rows(target_ids, vocab_size, outside=OTHER)
+    draft_index = draft_rows(target_ids, vocab_size)
+    total = args.steps + args.distill_steps
+    config = TrainConfig(steps=total, seq_len=args.seq_len, batch_size=args.batch, lr=args.lr,
+                         warmup_steps=short_warmup(total), weight_decay=0.1, bf16_autocast=False)
+
+    def loss_of(step: int) -> torch.Tensor:
+        loss = corpus_loss(model, next(batches), OTHER)
+        if step < args.steps:
+            return loss
+        rows = torch.randint(len(data), (args.batch,), generator=generator)
+        return 0.5 * loss + distill_loss(model, data, rows, to_draft, draft_index)
+
+    return train(model, loss_of, config, "draft")
+
+
+@torch.inference_mode()
+def heldout_agreement(model, heldout: DrafterData, target_ids: torch.Tensor, to_draft: torch.Tensor) -> float:
+    """Top-1 agreement with Gemma's greedy token on held-out continuations."""
+    logits = model(input_ids=to_draft[heldout.tokens]).logits[:, HELDOUT_DATA.prompt_len - 1:]
+    guess = target_ids[logits[..., :VOCAB].argmax(-1)]
+    return float((guess == heldout.greedy[:, HELDOUT_DATA.prompt_len - 1:]).float().mean())
+
+
+def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks: dict) -> None:
+    """Weights in bfloat16, ``vocab_map.json`` and ``training.json`` (options, ``timing``, data, held-out
+    ``checks``) into ``args.out``."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(args.out)
+    (args.out / VOCAB_MAP_FILE).write_text(json.dumps({
+        "target_ids": target_ids.tolist(), "other_id": OTHER,
+        "tokens_sha256": vocab_digest(tokenizer, target_ids.tolist()),
+    }) + "\n", encoding="utf-8")
+    (args.out / "training.json").write_text(json.dumps({
+        "command": "python -m core.train.gemma_draft " + " ".join(sys.argv[1:]),
+        "options": {k: v for k, v in vars(args).items() if k != "out"},
+        **timing, "threads": torch.get_num_threads(), "parameters": count_parameters(model),
+        "data": {"corpus": "core.train.corpus training split", "gemma_train": asdict(TRAIN_DATA),
+                 "gemma_heldout": asdict(HELDOUT_DATA)},
+        **checks,
+    }, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..models import load_model, resolve_preset
+    from .corpus import build_corpus
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    generator = seeded(args.seed)
+    start = time.perf_counter()
     target = load_model(resolve_preset("gemma-270m").target, "cpu")
     tokenizer = target.tokenizer
     corpus = build_corpus()
@@ -89,69 +159,19 @@ def main(argv: list[str] | None = None) -> int:
 
     target_ids = choose_vocabulary(streams, data.greedy, target.vocab_size,
                                    [tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id])
-    other = VOCAB
-    to_draft = torch.full((target.vocab_size,), other, dtype=torch.long)
-    to_draft[target_ids] = torch.arange(VOCAB)
-    covered = float((to_draft[heldout.greedy] != other).float().mean())
+    to_draft = draft_rows(target_ids, target.vocab_size, outside=OTHER)
+    covered = float((to_draft[heldout.greedy] != OTHER).float().mean())
     print(f"[draft] reduced vocabulary covers {covered:.1%} of Gemma's held-out greedy tokens", file=sys.stderr)
-    mapped = {name: to_draft[ids] for name, ids in streams.items()}
     model = new_model(args, int(to_draft[tokenizer.bos_token_id]), int(to_draft[tokenizer.eos_token_id]))
-    print(f"[draft] {sum(p.numel() for p in model.parameters()):,} parameters", file=sys.stderr, flush=True)
-
-    total = args.steps + args.distill_steps
-    config = TrainConfig(steps=total, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, total // 10),
-                         weight_decay=0.1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
-    generator = torch.Generator().manual_seed(args.seed)
+    print(f"[draft] {count_parameters(model):,} parameters", file=sys.stderr, flush=True)
+    mapped = {name: to_draft[ids] for name, ids in streams.items()}
     batches = random_batches(mapped, source_weights(streams, TRAIN_DATA.zh_share), args.batch, args.seq_len, generator)
-    model.train()
-    train_start = time.perf_counter()
-    for step in range(total):
-        batch = next(batches)
-        labels = batch[:, 1:].masked_fill(batch[:, 1:] == other, -100)
-        logits = model(input_ids=batch[:, :-1]).logits
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
-        if step >= args.steps:  # phase 2: Gemma's own law on its continuations
-            rows = torch.randint(len(data), (args.batch,), generator=generator)
-            logits = model(input_ids=to_draft[data.tokens[rows]]).logits.flatten(0, 1)
-            ids, probs = data.top_ids[rows].flatten(0, 1), data.top_probs[rows].flatten(0, 1)
-            probs = probs * (to_draft[ids] != other)
-            keep = probs[:, 0] > 0  # the greedy token must be draftable
-            loss = 0.5 * loss + soft_cross_entropy(logits[keep], to_draft[ids][keep], probs[keep])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 25 == 0 or step == total - 1:
-            elapsed = time.perf_counter() - train_start
-            print(f"[draft] step {step + 1}/{total} loss {loss.item():.3f} elapsed {elapsed:.0f} s "
-                  f"ETA {elapsed / (step + 1) * (total - step - 1):.0f} s", file=sys.stderr, flush=True)
-    seconds = time.perf_counter() - train_start
-    model.eval()
-
-    with torch.inference_mode():  # top-1 agreement with Gemma's greedy token on held-out continuations
-        logits = model(input_ids=to_draft[heldout.tokens]).logits[:, HELDOUT_DATA.prompt_len - 1:]
-        guess = target_ids[logits[..., :VOCAB].argmax(-1)]
-        agreement = float((guess == heldout.greedy[:, HELDOUT_DATA.prompt_len - 1:]).float().mean())
+    seconds = train_draft(model, batches, data, target_ids, target.vocab_size, args, generator)
+    agreement = heldout_agreement(model, heldout, target_ids, to_draft)
     print(f"[draft] held-out top-1 agreement with Gemma's greedy token {agreement:.3f}", file=sys.stderr)
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
-    (args.out / VOCAB_MAP_FILE).write_text(json.dumps({
-        "target_ids": target_ids.tolist(), "other_id": other,
-        "tokens_sha256": vocab_digest(tokenizer, target_ids.tolist()),
-    }) + "\n", encoding="utf-8")
-    (args.out / "training.json").write_text(json.dumps({
-        "command": "python -m core.train.gemma_draft " + " ".join(sys.argv[1:]),
-        "options": {k: v for k, v in vars(args).items() if k != "out"},
-        "seconds": round(seconds, 1), "total_seconds": round(time.perf_counter() - start, 1),
-        "threads": torch.get_num_threads(), "parameters": sum(p.numel() for p in model.parameters()),
-        "data": {"corpus": "core.train.corpus training split", "gemma_train": asdict(TRAIN_DATA),
-                 "gemma_heldout": asdict(HELDOUT_DATA)},
-        "heldout_greedy_coverage": round(covered, 4), "heldout_top1_agreement": round(agreement, 4),
-    }, indent=2) + "\n", encoding="utf-8")
+    save(model, args, tokenizer, target_ids,
+         {"seconds": round(seconds, 1), "total_seconds": round(time.perf_counter() - start, 1)},
+         {"heldout_greedy_coverage": round(covered, 4), "heldout_top1_agreement": round(agreement, 4)})
     return 0
 
 

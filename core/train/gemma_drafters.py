@@ -23,6 +23,7 @@ import argparse
 import sys
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -31,7 +32,7 @@ from safetensors.torch import load_file, save_file
 from ..drafters.learned import save_folder, target_fingerprint
 from . import eagle, medusa
 from .features import DataSettings, DrafterData, load_or_build
-from .tiny import TrainConfig
+from .loop import count_parameters, seeded
 
 # Half the windows and prompts Chinese (the corpus default is 10%): the 我爱中国 lesson and half the
 # held-out prompts are Chinese, and Gemma's Chinese needs its own share of a small budget.
@@ -70,17 +71,16 @@ def record(args, name: str, options: dict, seconds: float) -> dict:
 def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
     num_layers = target.model.config.get_text_config().num_hidden_layers
     layers = eagle.default_layers(kind, num_layers)
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
     net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
     ttt = args.ttt_steps if kind == "eagle3" else 1
     feature_weight = 1.0 if kind == "eagle" else 0.0
     steps = args.eagle3_steps if kind == "eagle3" else args.eagle_steps
-    config = TrainConfig(steps=steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, steps // 10),
-                         weight_decay=0.0)
-    print(f"[{kind}] {sum(p.numel() for p in net.parameters()):,} parameters, layers {layers}, draft vocabulary "
+    print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{DRAFT_VOCAB}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, torch.Generator().manual_seed(args.seed), kind)
+    config = eagle.train_config(steps, args.batch, args.lr)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
@@ -93,12 +93,10 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
 
 
 def train_medusa(target, data, heldout, out: Path, args) -> None:
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
     heads = medusa.new_heads(target.model, args.heads, False, draft_vocab)
-    config = TrainConfig(steps=args.medusa_steps, batch_size=256, lr=3e-3, warmup_steps=min(50, args.medusa_steps // 10),
-                         weight_decay=0.0)
-    seconds = medusa.train_heads(heads, data, config, torch.Generator().manual_seed(args.seed))
+    seconds = medusa.train_heads(heads, data, medusa.train_config(args.medusa_steps, 256, 3e-3), generator)
     accuracy = medusa.head_accuracy(heads, heldout, HELDOUT_DATA.prompt_len)
     tree = medusa.sparse_tree(accuracy, 24)
     print(f"[medusa] held-out top-1 accuracy per head {[round(float(a), 3) for a in accuracy[:, 0]]}",
@@ -144,13 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
     if args.data_fraction < 1:
         data = subset(data, args.data_fraction, args.seed)
+    trainers = {"eagle3": partial(train_eagle, "eagle3"), "eagle": partial(train_eagle, "eagle"),
+                "medusa": train_medusa}
     for name in filter(None, args.only.split(",")):
-        if name in ("eagle", "eagle3"):
-            train_eagle(name, target, data, heldout, args.out, args)
-        elif name == "medusa":
-            train_medusa(target, data, heldout, args.out, args)
-        else:
+        if name not in trainers:
             parser.error(f"unknown drafter {name!r}")
+        trainers[name](target, data, heldout, args.out, args)
     print(f"[gemma] done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return 0
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import asdict
 
 import torch
@@ -22,11 +21,11 @@ import torch
 from ..drafters.base import DraftShape
 from ..drafters.learned import save_folder, target_fingerprint
 from ..drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
+from ..drafters.vocab import draft_rows
 from . import heldout
 from .eagle import draft_vocabulary
-from .features import (DataSettings, DrafterData, add_common_arguments, draft_rows, prepare, soft_cross_entropy,
-                       training_record)
-from .tiny import TrainConfig, lr_factor
+from .features import DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare, training_record
+from .loop import TrainConfig, seeded, short_warmup, train
 
 RANKS = 8  # ranks per head measured for the tuned tree
 
@@ -39,44 +38,36 @@ def new_heads(target_model, num_heads: int, own_lm_head: bool = False,
     return MedusaHeads(MedusaConfig(num_heads, head.shape[1], own_lm_head, size), head, draft_vocab)
 
 
-def head_loss(logits: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-    """Soft cross-entropy against the target's top-k law; with a draft vocabulary, tokens outside it
-    get no weight and positions whose greedy token is outside are skipped."""
-    if index is not None:
-        probs = probs * (index[ids] >= 0)
-        ids = index[ids].clamp_min(0)
-        keep = probs[:, 0] > 0
-        logits, ids, probs = logits[keep], ids[keep], probs[keep]
-    return soft_cross_entropy(logits, ids, probs)
+def train_config(steps: int, batch: int, lr: float) -> TrainConfig:
+    """Medusa's optimisation: AdamW with torch's default betas, no gradient clipping, no weight decay."""
+    return TrainConfig(steps=steps, batch_size=batch, lr=lr, warmup_steps=short_warmup(steps), weight_decay=0.0,
+                       bf16_autocast=False, betas=(0.9, 0.999), clip_norm=None)
+
+
+def heads_loss(heads: MedusaHeads, data: DrafterData, rows: torch.Tensor, cols: torch.Tensor,
+               index: torch.Tensor | None) -> torch.Tensor:
+    """Sum over heads i of 0.8^i x the soft cross-entropy of head i, read at (rows, cols), against the
+    target's top-k law for the token i+2 places later; with a draft vocabulary (``index``, see
+    :func:`draft_rows`), tokens outside it get no weight and positions whose greedy token is outside are skipped."""
+    logits = heads(data.hidden[rows, cols, -1].float())  # [B, K, draft vocab]
+    return sum(
+        0.8**i * draftable_cross_entropy(logits[:, i], data.top_ids[rows, cols + 1 + i],
+                                         data.top_probs[rows, cols + 1 + i], index)
+        for i in range(heads.config.num_heads)
+    )
 
 
 def train_heads(heads: MedusaHeads, data: DrafterData, config: TrainConfig, generator: torch.Generator) -> float:
-    """Train in place; returns seconds. Progress goes to stderr."""
-    k = heads.config.num_heads
+    """Train in place on random positions of ``data``; returns seconds. Progress goes to stderr."""
     n, length = data.tokens.shape
     index = draft_rows(heads.draft_vocab, heads.vocab_size)
-    params = [p for p in heads.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
-    start = time.perf_counter()
-    heads.train()
-    for step in range(config.steps):
+
+    def loss_of(step: int) -> torch.Tensor:
         rows = torch.randint(n, (config.batch_size,), generator=generator)
-        cols = torch.randint(length - k, (config.batch_size,), generator=generator)
-        logits = heads(data.hidden[rows, cols, -1].float())  # [B, K, vocab]
-        loss = sum(
-            0.8**i * head_loss(logits[:, i], data.top_ids[rows, cols + 1 + i], data.top_probs[rows, cols + 1 + i], index)
-            for i in range(k)
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        if step % 50 == 0 or step == config.steps - 1:
-            print(f"[medusa] step {step + 1}/{config.steps} loss {loss.item():.3f} "
-                  f"elapsed {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-    heads.eval()
-    return time.perf_counter() - start
+        cols = torch.randint(length - heads.config.num_heads, (config.batch_size,), generator=generator)
+        return heads_loss(heads, data, rows, cols, index)
+
+    return train(heads, loss_of, config, "medusa")
 
 
 @torch.inference_mode()
@@ -129,12 +120,10 @@ def run(args: argparse.Namespace) -> int:
     """Train, tune the tree, save, and report held-out numbers; returns an exit code."""
     setup = prepare(args, "medusa")
     target = setup.target
-    torch.manual_seed(args.seed)
+    generator = seeded(args.seed)
     draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
     heads = new_heads(target.model, args.heads, args.own_lm_head, draft_vocab)
-    config = TrainConfig(steps=args.steps, batch_size=args.batch, lr=args.lr, warmup_steps=min(50, args.steps // 10),
-                         weight_decay=0.0)
-    seconds = train_heads(heads, setup.train, config, torch.Generator().manual_seed(args.seed))
+    seconds = train_heads(heads, setup.train, train_config(args.steps, args.batch, args.lr), generator)
     accuracy = head_accuracy(heads, setup.heldout, DataSettings.prompt_len)
     tree = sparse_tree(accuracy, args.tree_nodes)
     print(f"[medusa] held-out top-1 accuracy per head {[round(float(a), 3) for a in accuracy[:, 0]]}", file=sys.stderr)

@@ -20,7 +20,7 @@ import math
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -35,7 +35,9 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from core.train.corpus import SOURCES, Corpus, build_corpus
+from .corpus import SOURCES, Corpus, build_corpus
+from .loop import TrainConfig, count_parameters, seeded, train
+from .streams import eval_windows, random_batches, source_weights, token_streams
 
 VOCAB_SIZE = 8000
 MAX_POSITIONS = 512
@@ -52,24 +54,9 @@ SHAPES = {
     "draft": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=1,
                   num_attention_heads=2, num_key_value_heads=2),
 }
-LANGUAGE_SHARE = {"zh": 0.1, "en": 0.9}  # share of training sequences per language
 DEFAULT_STEPS = {"target": 1200, "draft": 700}  # about 15 minutes together on 2 idle CPU cores
 EVAL_TOKENS_PER_SOURCE = 16384
 SAMPLE_PROMPTS = ("我爱", "It is a truth universally acknowledged")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings for one model (AdamW, linear warmup then cosine decay)."""
-
-    steps: int
-    seq_len: int = 256
-    batch_size: int = 8
-    lr: float = 3e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.1
-    distill_weight: float = 0.0  # weight of KL(target || model) against the plain LM loss
-    bf16_autocast: bool = True  # bf16 matmuls in training (weights stay fp32); ~1.4x on AVX512-BF16
 
 
 # --- tokenizer -------------------------------------------------------------------------
@@ -136,65 +123,7 @@ def build_model(shape: dict, tokenizer: PreTrainedTokenizerFast) -> LlamaForCaus
     return model
 
 
-def count_parameters(model: torch.nn.Module) -> int:
-    """Number of distinct parameters (tied embeddings counted once)."""
-    return sum(p.numel() for p in model.parameters())
-
-
-# --- data ------------------------------------------------------------------------------
-
-
-def token_streams(documents: dict[str, list[str]], tokenizer) -> dict[str, torch.Tensor]:
-    """Per source, its documents encoded as ``<s> doc </s> <s> doc </s> ...`` (int64)."""
-    streams = {}
-    for name, docs in documents.items():
-        encoded = tokenizer.backend_tokenizer.encode_batch(docs, add_special_tokens=False)
-        ids = [t for doc in encoded for t in [tokenizer.bos_token_id, *doc.ids, tokenizer.eos_token_id]]
-        streams[name] = torch.tensor(ids, dtype=torch.long)
-    return streams
-
-
-def source_weights(streams: dict[str, torch.Tensor], zh_share: float | None = None) -> dict[str, float]:
-    """Sampling weight per source: the language's share (``LANGUAGE_SHARE``, or ``zh_share`` for
-    Chinese and the rest for English) split by size within the language."""
-    shares = LANGUAGE_SHARE if zh_share is None else {"zh": zh_share, "en": 1.0 - zh_share}
-    language = {source.name: source.language for source in SOURCES}
-    sizes = {name: len(ids) for name, ids in streams.items()}
-    total = {lang: sum(n for name, n in sizes.items() if language[name] == lang) for lang in shares}
-    return {name: shares[language[name]] * n / total[language[name]] for name, n in sizes.items()}
-
-
-def random_batches(
-    streams: dict[str, torch.Tensor], weights: dict[str, float], batch_size: int,
-    seq_len: int, generator: torch.Generator,
-) -> Iterator[torch.Tensor]:
-    """Endless batches ``[batch_size, seq_len + 1]`` of random windows; sources drawn by weight."""
-    names = list(streams)
-    probs = torch.tensor([weights[name] for name in names], dtype=torch.double)
-    while True:
-        rows = []
-        for source in torch.multinomial(probs, batch_size, replacement=True, generator=generator):
-            ids = streams[names[source]]
-            start = int(torch.randint(len(ids) - seq_len, (1,), generator=generator))
-            rows.append(ids[start:start + seq_len + 1])
-        yield torch.stack(rows)
-
-
-def eval_windows(ids: torch.Tensor, seq_len: int, max_tokens: int) -> list[torch.Tensor]:
-    """Consecutive non-overlapping windows (the last may be shorter) predicting ``max_tokens`` at most."""
-    ids = ids[:max_tokens + 1]
-    return [ids[i:i + seq_len + 1] for i in range(0, len(ids) - 1, seq_len)]
-
-
 # --- training and evaluation ------------------------------------------------------------
-
-
-def lr_factor(step: int, config: TrainConfig) -> float:
-    """Linear warmup to 1, then cosine decay towards 0.1 at ``config.steps``."""
-    if step < config.warmup_steps:
-        return (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
 
 
 def lm_loss(model, batch: torch.Tensor, teacher=None, distill_weight: float = 0.0) -> torch.Tensor:
@@ -212,35 +141,9 @@ def lm_loss(model, batch: torch.Tensor, teacher=None, distill_weight: float = 0.
 
 def train_lm(model, batches: Iterator[torch.Tensor], config: TrainConfig, name: str = "model",
              teacher=None) -> float:
-    """Train ``model`` in place for ``config.steps`` steps; returns wall time in seconds.
-
-    Progress (step, loss, tokens/s, elapsed time, ETA) goes to stderr every 25 steps.
-    """
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95),
-                                  weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
-    model.train()
-    start = time.perf_counter()
-    for step in range(config.steps):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast):
-            loss = lm_loss(model, next(batches), teacher, config.distill_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if step % 25 == 0 or step == config.steps - 1:
-            _log_progress(name, step, config, loss.item(), time.perf_counter() - start)
-    model.eval()
-    return time.perf_counter() - start
-
-
-def _log_progress(name: str, step: int, config: TrainConfig, loss: float, elapsed: float) -> None:
-    done = step + 1
-    tokens_per_s = done * config.batch_size * config.seq_len / elapsed
-    eta = elapsed / done * (config.steps - done)
-    print(f"[{name}] step {done}/{config.steps} loss {loss:.3f} {tokens_per_s:,.0f} tok/s "
-          f"elapsed {elapsed / 60:.1f} min ETA {eta / 60:.1f} min", file=sys.stderr, flush=True)
+    """Train ``model`` in place on ``batches`` (next-token loss, mixed with KL to ``teacher`` by
+    ``config.distill_weight``) for ``config.steps`` steps; returns wall time in seconds."""
+    return train(model, lambda step: lm_loss(model, next(batches), teacher, config.distill_weight), config, name)
 
 
 @torch.no_grad()
@@ -311,32 +214,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the corpus text is cached (default ~/.cache/speculative-decoding-lab/tiny-corpus)")
 
 
+def train_member(name: str, shape: dict, tokenizer, streams: dict, heldout_streams: dict, config: TrainConfig,
+                 seed: int, teacher=None) -> tuple:
+    """Build a fresh member of the family shaped ``shape``, train it from ``seed`` on ``streams`` (distilling
+    from ``teacher`` if given) and measure its held-out loss; returns (model, its stats dict)."""
+    generator = seeded(seed)
+    model = build_model(shape, tokenizer)
+    batches = random_batches(streams, source_weights(streams), config.batch_size, config.seq_len, generator)
+    print(f"[{name}] {count_parameters(model):,} parameters, {config}", file=sys.stderr)
+    seconds = train_lm(model, batches, config, name=name, teacher=teacher)
+    losses = heldout_loss(model, heldout_streams, config.seq_len)
+    perplexity = {lang: round(math.exp(v), 2) for lang, v in losses.items()}
+    print(f"[{name}] held-out loss {losses} perplexity {perplexity}", file=sys.stderr)
+    return model, {
+        "parameters": count_parameters(model), "shape": shape, "train": asdict(config),
+        "seed": seed, "train_seconds": round(seconds, 1),
+        "heldout_loss": {lang: round(v, 4) for lang, v in losses.items()}, "heldout_perplexity": perplexity,
+    }
+
+
 def _train_one(role: str, tokenizer, corpus: Corpus, args, teacher=None) -> tuple:
     """Build, train and save one model of the family; returns (model, its stats dict)."""
     config = TrainConfig(steps=args.steps or DEFAULT_STEPS[role],
                          distill_weight=0.5 if teacher is not None else 0.0)
-    torch.manual_seed(args.seed)
-    model = build_model(SHAPES[role], tokenizer)
-    streams = token_streams(corpus.train, tokenizer)
-    generator = torch.Generator().manual_seed(args.seed)
-    batches = random_batches(streams, source_weights(streams), config.batch_size, config.seq_len, generator)
-    print(f"[{role}] {count_parameters(model):,} parameters, {config}", file=sys.stderr)
-    seconds = train_lm(model, batches, config, name=role, teacher=teacher)
-    losses = heldout_loss(model, token_streams(corpus.heldout, tokenizer), config.seq_len)
-    print(f"[{role}] held-out loss {losses} perplexity "
-          f"{ {lang: round(math.exp(v), 2) for lang, v in losses.items()} }", file=sys.stderr)
+    model, stats = train_member(role, SHAPES[role], tokenizer, token_streams(corpus.train, tokenizer),
+                                token_streams(corpus.heldout, tokenizer), config, args.seed, teacher)
     model.save_pretrained(args.out / role)
     tokenizer.save_pretrained(args.out / role)
-    stats = {
-        "parameters": count_parameters(model), "shape": SHAPES[role], "train": asdict(config),
-        "seed": args.seed, "train_seconds": round(seconds, 1),
-        "heldout_loss": {lang: round(v, 4) for lang, v in losses.items()},
-        "heldout_perplexity": {lang: round(math.exp(v), 2) for lang, v in losses.items()},
-    }
     return model, stats
 
 
-def _write_stats(path: Path, update: dict) -> None:
+def update_json(path: Path, update: dict) -> None:
+    """Merge ``update`` into the JSON object in ``path`` (created if missing)."""
     stats = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     stats.update(update)
     path.write_text(json.dumps(stats, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -363,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"draft/target greedy top-1 agreement {stats['greedy_top1_agreement']:.3f}", file=sys.stderr)
     stats["target_samples"] = {p: sample_continuation(target, tokenizer, p) for p in SAMPLE_PROMPTS}
     stats["wall_seconds"] = round(time.perf_counter() - start, 1)
-    _write_stats(args.out / "train_stats.json", stats)
+    update_json(args.out / "train_stats.json", stats)
     return 0
 
 
