@@ -14,7 +14,7 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .session import close_session, ensure
-from .views import batch, classroom, compare, replay, stepper, worth
+from .views import batch, classroom, compare, replay, serving, stepper, worth
 
 CSS_PATH = Path(__file__).with_name("page.css")
 MAX_UPLOAD = "20mb"
@@ -56,6 +56,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 replay_view = replay.build(labels, state, lang_radio)
             with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
                 batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
+            with labels.make(gr.Tab, label="tab.serving", id="serving", elem_id="tab-serving"):
+                serving_view = serving.build(labels, state, lang_radio, presets, default_preset)
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
@@ -71,10 +73,11 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 **worth_view.render(session, lang_value, float(alpha), int(k), float(c)),
                 **replay_view.render(session, lang_value),
                 **batch_view.render(session, lang_value),
+                **serving_view.render(session, lang_value),
             }
             return {state: session, **labels.updates(lang_value, values)}
 
-        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view)
+        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, serving_view)
         outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
         lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language")
     return demo

@@ -141,6 +141,12 @@ class PagedKVCache:
             device=model.device,
         )
 
+    @property
+    def block_bytes(self) -> int:
+        """Bytes one block takes: keys and values of ``block_size`` tokens in every layer."""
+        per_slot = self.keys[0][0].numel() * self.keys[0].element_size()
+        return 2 * self.num_layers * self.block_size * per_slot
+
     def new_request(self) -> "RequestKV":
         return RequestKV(self)
 
