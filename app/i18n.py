@@ -460,7 +460,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "serve.q_title": ("#### 文章的四个上线问题，用这一批实测回答", "#### The article's four production questions, "
                       "answered by this batch"),
     "serve.q1": ("**1. decode 是受内存带宽限制还是受算力限制？** 一次验证前向里的 token 数 n 与耗时：{table}。"
-                 "n 从 {low} 到 {high} 多了 {tokens_x:.1f} 倍，时间是 {time_x:.2f} 倍：{verdict}"
+                 "n 从 {low} 到 {high}，token 是 {tokens_x:.1f} 倍，时间是 {time_x:.2f} 倍：{verdict}"
                  "（来源：本批 {n} 次批量验证前向的计时，n = 请求数 × 补齐后的行数，取中位数；第一次前向是预热，不计）",
                  "**1. Is decoding memory-bound or compute-bound here?** Tokens n in one verify forward and its "
                  "time: {table}. From n = {low} to {high} is {tokens_x:.1f}× the tokens for {time_x:.2f}× the time: "
@@ -473,9 +473,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "serve.q1_compute": ("时间几乎跟着 token 数一起涨，已经受算力限制，每个被拒的草稿 token 都要真花时间。",
                          "time grows nearly in step with the tokens: compute-bound, every rejected draft token "
                          "costs real time."),
-    "serve.q1_noise": ("token 多了时间反而少，说明这台机器此刻负载在波动，多走几步再看。",
-                       "more tokens took less time, so the machine's load is moving under the timings: step on and "
-                       "look again."),
+    "serve.q1_noise": ("时间和 token 数对不上（token 多了反而更快，或慢得比 token 还多），说明这台机器此刻的负载在波动，"
+                       "多走几步再看。",
+                       "time and tokens disagree (more tokens ran faster, or slowed more than the tokens grew), so "
+                       "the machine's load is moving under the timings: step on and look again."),
+    "serve.q1_narrow": ("token 数相差不到 2 倍，还看不出来；把最大批或 k 调大再试。",
+                        "the token counts differ by less than 2×, too close to tell: try a larger max batch or k."),
     "serve.q1_one": ("**1. decode 是受内存带宽限制还是受算力限制？** 到目前为止：{table}；等请求数或树的大小变了才能比较。"
                      "（来源：本批 {n} 次批量验证前向的计时）",
                      "**1. Is decoding memory-bound or compute-bound here?** So far: {table}; step on until the "

@@ -8,6 +8,9 @@ forward over every active request's ``[root] + tree``, padded to the longest (a 
 tree mask and position ids; padding rows are never written to the cache). Acceptance is ragged:
 each request accepts its own prefix and commits (or frees) its own slots. A request that reaches
 EOS or its token budget leaves the batch and returns its blocks at once; the others go on.
+With ``max_batch`` below the number of prompts the batch is continuous: the waiting requests join,
+in order, as places free up (``BatchDecoder.serve`` yields a ``BatchStep`` per forward saying who
+joined, who left, each request's StepRecord and its drafter's own KV).
 
 Drafting runs per request (each drafter object proposes for its own request); only the target's
 forwards are batched. With greedy decoding every request's output is token for token what it is

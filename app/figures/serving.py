@@ -107,7 +107,7 @@ def mask_matrix(record: StepRecord) -> tuple[list[list[int]], list[str]]:
     return z, labels
 
 
-def masks_figure(step: BatchStep | None, prompts: list[str], lang: str) -> go.Figure:
+def masks_figure(step: BatchStep | None, lang: str) -> go.Figure:
     """One heatmap per request in ``step``: rows = the verify's query tokens (root + tree nodes),
     columns = the committed prefix (one column) + the same tokens; a cell is filled where the row
     may attend, in the colour of the row's fate."""
@@ -160,7 +160,7 @@ def kv_pair_figure(step: BatchStep | None, lang: str) -> go.Figure:
                       + gone)
         titles.append(t("serve.kv_draft", lang, request=i + 1, blocks=len(draft.block_table),
                         freed=len(draft.freed_blocks)) if draft else t("serve.kv_no_draft", lang, request=i + 1))
-    heights = [max(len(step.records[i].kv.slot_grid), len(getattr(step.draft_kv.get(i), "slot_grid", {})), 1)
+    heights = [max(len(step.records[i].kv.slot_grid), len(step.draft_kv[i].slot_grid) if i in step.draft_kv else 0, 1)
                for i in order]
     fig = make_subplots(rows=len(order), cols=2, subplot_titles=titles, horizontal_spacing=0.16,
                         vertical_spacing=0.5 / len(order), row_heights=heights)

@@ -109,10 +109,14 @@ def _bound(run: ServingRun, lang: str) -> str:
     low, high = min(ms), max(ms)
     if low == high:
         return t("serve.q1_one", lang, table=table, n=len(timed))
-    time_x = ms[high] / ms[low]
-    verdict = ("serve.q1_noise" if time_x < 1 else "serve.q1_memory" if time_x < 0.6 * high / low
-               else "serve.q1_compute")
-    return t("serve.q1", lang, table=table, low=low, high=high, tokens_x=high / low, time_x=time_x,
+    tokens_x, time_x = high / low, ms[high] / ms[low]
+    if tokens_x < 2:
+        verdict = "serve.q1_narrow"
+    elif time_x < 1 or time_x > 1.2 * tokens_x:
+        verdict = "serve.q1_noise"
+    else:
+        verdict = "serve.q1_memory" if time_x < 0.6 * tokens_x else "serve.q1_compute"
+    return t("serve.q1", lang, table=table, low=low, high=high, tokens_x=tokens_x, time_x=time_x,
              verdict=t(verdict, lang), n=len(timed))
 
 
@@ -184,7 +188,7 @@ class ServingView:
                     self.questions: ""}
         last = run.steps[-1]
         return {self.status: status_markdown(run, lang, changed), self.timeline: timeline_figure(run.steps,
-                run.prompts, lang), self.masks: masks_figure(last, run.prompts, lang),
+                run.prompts, lang), self.masks: masks_figure(last, lang),
                 self.kv: kv_pair_figure(last, lang), self.questions: questions_markdown(run, lang)}
 
 
@@ -248,17 +252,22 @@ class ServingHandlers:
         if run is None or run.done:
             yield from self.start(session, lang_value, values)
         session.serving.step()
-        changed = tuple(values) != session.serving_settings and not session.serving.done
-        yield {self.state: session, **self.view.render(session, lang_value, changed)}
+        yield {self.state: session, **self.view.render(session, lang_value, self.changed(session, values))}
 
     def run(self, lang_value, session, *values):
         session = ensure(session)
         if session.serving is None or session.serving.done:
             yield from self.start(session, lang_value, values)
+        changed = self.changed(session, values)
         while session.serving.step() is not None:
-            yield {self.state: session, **self.view.render(session, lang_value)}
+            yield {self.state: session, **self.view.render(session, lang_value, changed)}
             time.sleep(RUN_DELAY_S)
         yield {self.state: session, **self.view.render(session, lang_value)}
+
+    @staticmethod
+    def changed(session: Session, values: tuple) -> bool:
+        """Whether the controls differ from the running batch's (they apply after Reset)."""
+        return tuple(values) != session.serving_settings and not session.serving.done
 
     def reset(self, lang_value, session):
         session = ensure(session)
