@@ -206,3 +206,11 @@ def test_batch_steps_carry_masks_and_both_caches(expected):
     for s in served:
         assert s.query_rows == max(1 + len(r.nodes) for r in s.records.values())
         assert all(s.returned_blocks[i] > 0 for i in s.left)
+
+
+def test_the_goodput_controller_shows_its_drafters_cache_in_a_batch():
+    batch = build_batch(PROMPTS[:2], "tiny", "draft", k="auto", max_new_tokens=8, block_size=4)
+    served = list(batch.serve())
+    assert all(set(s.draft_kv) == set(s.records) for s in served)
+    assert sum(s.draft_kv[0].slots_written for s in served if 0 in s.records) == \
+        batch.result.results[0].draft_kv["slots_written"]
