@@ -545,14 +545,14 @@ TEXT: dict[str, tuple[str, str]] = {
     "serve.mask_accepted": ("被接受节点的行", "row of an accepted node"),
     "serve.mask_rejected": ("被拒绝节点的行", "row of a rejected node"),
     "serve.mask_not_reached": ("未检查节点的行", "row of a node not reached"),
-    "serve.kv_title": ("本步的 KV 块：左边目标模型（整批共用一个池，占用 {used}/{total} 块），右边草稿模型（每个请求自己的缓存）",
-                       "This step's KV blocks: the target on the left (one pool for the batch, {used}/{total} blocks "
-                       "in use), the draft model on the right (each request's own cache)"),
-    "serve.kv_target": ("#{request} 目标：{blocks} 块，本步归还 {freed}", "#{request} target: {blocks} blocks, "
-                        "{freed} returned this step"),
-    "serve.kv_left": ("；请求结束，{blocks} 块全部归还", "; request done, all {blocks} returned"),
-    "serve.kv_draft": ("#{request} 草稿：{blocks} 块，本步归还 {freed}", "#{request} draft: {blocks} blocks, {freed} "
-                       "returned this step"),
+    "serve.kv_title": ("本步的 KV 块<br><sup>左：目标模型（整批共用一个池，占用 {used}/{total} 块）· 右：草稿模型（每个请求自己的缓存）</sup>",
+                       "This step's KV blocks<br><sup>left: the target (one pool for the batch, {used}/{total} blocks "
+                       "in use) · right: the draft model (each request's own cache)</sup>"),
+    "serve.kv_target": ("#{request} 目标：{blocks} 块 · 本步归还 {freed}", "#{request} target: {blocks} blocks · "
+                        "{freed} returned"),
+    "serve.kv_left": (" · 请求结束，{blocks} 块全还", " · done, all {blocks} back"),
+    "serve.kv_draft": ("#{request} 草稿：{blocks} 块 · 本步归还 {freed}", "#{request} draft: {blocks} blocks · "
+                       "{freed} returned"),
     "serve.kv_no_draft": ("#{request}：这个草稿方法没有自己的 KV 缓存", "#{request}: this drafter keeps no KV cache"),
     # ---- errors --------------------------------------------------------------------------------
     "err.prefix": ("出错了", "Error"),

@@ -88,9 +88,9 @@ def test_kv_grids_are_the_engines_blocks_for_target_and_draft(served):
                                  "written this step, freed": grid.count("F"), "free": grid.count(".")}
                 freed_any |= bool(kv.freed_blocks)
         titles = [a.text for a in fig.layout.annotations]
-        assert any(f"{len(step.records[order[0]].kv.freed_blocks)} returned this step" in text for text in titles)
+        assert any(f"{len(step.records[order[0]].kv.freed_blocks)} returned" in text for text in titles)
         for i in step.left:
-            assert any(f"all {step.returned_blocks[i]} returned" in text for text in titles)
+            assert any(f"all {step.returned_blocks[i]} back" in text for text in titles)
     assert freed_any  # some step returned a block of a rejected path
 
 

@@ -58,8 +58,9 @@ def timeline_figure(steps: list[BatchStep], prompts: list[str], lang: str) -> go
         fig.add_vrect(x0=now - 0.5, x1=now + 0.5, fillcolor="#fff3c4", opacity=0.5, line_width=0, layer="below")
     fig.update_xaxes(title=t("serve.axis_step", lang), range=[0.4, max(len(steps), 1) + 0.6], dtick=1)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rows.values())[::-1], showgrid=False)
-    fig = finish(fig, t("serve.timeline_title", lang, steps=len(steps)), 150 + 34 * len(rows))
-    fig.update_layout(margin={"l": 170})
+    fig = finish(fig, t("serve.timeline_title", lang, steps=len(steps)), max(340, 150 + 34 * len(rows)))
+    fig.update_layout(margin={"l": 170, "r": 210},
+                      legend={"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02})
     return fig
 
 
@@ -170,7 +171,7 @@ def kv_pair_figure(step: BatchStep | None, lang: str) -> go.Figure:
             _grid(fig, step.draft_kv[i], row, 2, lang, first=False)
     fig = finish(fig, t("serve.kv_title", lang, used=step.pool_in_use, total=step.pool_blocks),
                  160 + 34 * sum(heights) + 50 * len(order))
-    fig.update_layout(margin={"t": 90, "l": 150, "r": 190},
+    fig.update_layout(margin={"t": 110, "l": 150, "r": 190},
                       legend={"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02})
     return fig
 
