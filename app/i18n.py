@@ -85,6 +85,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "mon.running": ("运行中", "running"),
     "mon.waiting": ("排队", "waiting"),
     "axis.seconds": ("秒", "seconds"),
+    "tab.serving": ("在服务引擎里", "In a serving engine"),
     # ---- controls ------------------------------------------------------------------------------
     "ctl.prompt": ("提示词", "Prompt"),
     "ctl.preset": ("模型预设", "Model preset"),
@@ -470,6 +471,146 @@ TEXT: dict[str, tuple[str, str]] = {
                      "preset {preset} · {device} · {tokens} new tokens per request · {threads} thread(s)"),
     "batch.progress": ("扫描中：批大小 {batch}（{done}/{total}）…", "Sweeping: batch {batch} ({done}/{total})…"),
     "batch.done": ("完成：{n} 个批大小。", "Done: {n} batch sizes."),
+    # ---- in a serving engine -------------------------------------------------------------------
+    "serve.intro": (
+        "### 在服务引擎里：连续批处理中的推测解码\n"
+        "服务引擎（比如 vLLM）不会一次只解码一个请求。这里把一队请求交给**同一个**引擎：最多「最大批」个请求同时解码，"
+        "每一步所有请求的草稿树合在**一次**目标模型前向里验证；一个请求结束就立刻归还它的 KV 块，队列里的下一个请求"
+        "随即加入（连续批处理）。下面依次是：时间线（谁在等、谁加入、谁离开，每步各产出了哪些 token）、每个请求本步的"
+        "树注意力 mask、目标模型的分页 KV 块与草稿模型自己的 KV 缓存并排（本步被拒路径归还的块会标出来，也就是文章里 "
+        "`update_block_table` 做的事），最后用这批请求实测的数字回答文章的四个上线问题。KV 块在这里设为 4 个槽，方便看清。",
+        "### In a serving engine: speculative decoding inside continuous batching\n"
+        "A serving engine such as vLLM never decodes one request at a time. Here a queue of requests goes through "
+        "**one** engine: at most *max batch* of them decode together, and each step verifies every request's draft "
+        "tree in **one** target forward. When a request finishes it hands its KV blocks back at once and the next "
+        "one in the queue takes its place (continuous batching). Below: the timeline (who waits, joins, leaves, and "
+        "which tokens each produced per step), each request's tree-attention mask for this step, the target's "
+        "paged KV blocks beside the draft model's own KV cache (blocks the rejected path gave back this step are "
+        "marked: the article's `update_block_table`), and the article's four production questions answered with "
+        "numbers this batch measured. Blocks hold 4 slots here so the grids stay readable.",
+    ),
+    "btn.serve_run": ("运行", "Run"),
+    "serve.requests": ("请求队列（每行一个：token 上限 | 提示词）", "Request queue (one a line: token budget | prompt)"),
+    "serve.requests_info": ("最多 8 个请求；不写上限就是 16 个 token。长短不同，才看得出有人先走、有人后到。",
+                            "Up to 8 requests; without a budget a request gets 16 tokens. Different lengths make "
+                            "requests leave and join at different steps."),
+    "serve.budget": ("token 上限", "token budget"),
+    "serve.max_batch": ("最大批（同时解码的请求数）", "Max batch (requests decoded at once)"),
+    "serve.panel_timeline": ("连续批处理时间线", "Continuous-batching timeline"),
+    "serve.panel_masks": ("每个请求的树注意力 mask", "Each request's tree-attention mask"),
+    "serve.panel_kv": ("目标模型与草稿模型的 KV 块", "Target and draft KV blocks"),
+    "serve.err_requests": ("请求队列要有 1 到 {limit} 行（现在是 {n} 行）",
+                           "the queue needs 1 to {limit} lines (it has {n})"),
+    "serve.ready": ("已载入，按“单步”开始", "Loaded: press Step"),
+    "serve.status": ("第 {step} 步 · 解码中：{running} · 排队：{waiting} · 已完成：{done} · 共享 KV 池占用 "
+                     "{used}/{total} 块",
+                     "Step {step} · decoding: {running} · waiting: {waiting} · done: {done} · shared KV pool "
+                     "{used}/{total} blocks in use"),
+    "serve.event_joined": ("请求 #{request} 加入：提示词预填 {prefix} 个 token 后开始解码",
+                           "request #{request} joined: its prompt prefilled ({prefix} tokens), then decoding"),
+    "serve.event_left": ("请求 #{request} 完成（{tokens} 个新 token），把 {blocks} 个 KV 块还给了池",
+                         "request #{request} finished ({tokens} new tokens) and returned {blocks} KV blocks to the "
+                         "pool"),
+    "serve.done": ("全部完成：运行后占用 {after} 块（峰值 {peak} 块）",
+                   "All served: {after} blocks in use after the run (peak {peak})"),
+    "serve.changed": ("设置改了：按“重置”后才会用新设置", "Settings changed: press Reset to use them"),
+    "serve.q_title": ("#### 文章的四个上线问题，用这一批实测回答", "#### The article's four production questions, "
+                      "answered by this batch"),
+    "serve.q1": ("**1. decode 是受内存带宽限制还是受算力限制？** 一次验证前向里的 token 数 n 与耗时：{table}。"
+                 "n 从 {low} 到 {high}，token 是 {tokens_x:.1f} 倍，时间是 {time_x:.2f} 倍：{verdict}"
+                 "（来源：本批 {n} 次批量验证前向的计时，n = 请求数 × 补齐后的行数，取中位数；第一次前向是预热，不计）",
+                 "**1. Is decoding memory-bound or compute-bound here?** Tokens n in one verify forward and its "
+                 "time: {table}. From n = {low} to {high} is {tokens_x:.1f}× the tokens for {time_x:.2f}× the time: "
+                 "{verdict} (Source: the timings of this batch's {n} batched verify forwards, n = requests × padded "
+                 "rows, medians; the first forward is a warm-up and left out.)"),
+    "serve.q1_point": ("n = {tokens}：{ms:.1f} ms（{count} 次）", "n = {tokens}: {ms:.1f} ms ({count}×)"),
+    "serve.q1_memory": ("时间涨得远比 token 慢，读权重占了大头（受内存带宽限制），多验证几个草稿 token 很便宜。",
+                        "time grows far slower than tokens, so reading the weights dominates (memory-bound) and a "
+                        "few more draft tokens are cheap to verify."),
+    "serve.q1_compute": ("时间几乎跟着 token 数一起涨，已经受算力限制，每个被拒的草稿 token 都要真花时间。",
+                         "time grows nearly in step with the tokens: compute-bound, every rejected draft token "
+                         "costs real time."),
+    "serve.q1_noise": ("时间和 token 数对不上（token 多了反而更快，或慢得比 token 还多），说明这台机器此刻的负载在波动，"
+                       "多走几步再看。",
+                       "time and tokens disagree (more tokens ran faster, or slowed more than the tokens grew), so "
+                       "the machine's load is moving under the timings: step on and look again."),
+    "serve.q1_narrow": ("token 数相差不到 2 倍，还看不出来；把最大批或 k 调大再试。",
+                        "the token counts differ by less than 2×, too close to tell: try a larger max batch or k."),
+    "serve.q1_one": ("**1. decode 是受内存带宽限制还是受算力限制？** 到目前为止：{table}；等请求数或树的大小变了才能比较。"
+                     "（来源：本批 {n} 次批量验证前向的计时）",
+                     "**1. Is decoding memory-bound or compute-bound here?** So far: {table}; step on until the "
+                     "batch or the trees change size to compare. (Source: the timings of this batch's {n} batched "
+                     "verify forwards.)"),
+    "serve.q2": ("**2. 草稿有多便宜？** 每个请求起草的时间是验证时间的 {cost:.2f} 倍（core.metrics 的 draft_cost，"
+                 "汇总所有请求的 StepRecord；这里草稿是逐个请求跑的，一批的起草时间要再乘上请求数）。",
+                 "**2. How cheap is the draft?** Drafting took {cost:.2f}× the verify time per request (core.metrics "
+                 "draft_cost over every request's StepRecords; drafting runs request by request here, so a batch's "
+                 "drafting time is that times the requests)."),
+    "serve.q2_none": ("**2. 草稿有多便宜？** 这个草稿方法什么都不起草，没有草稿成本。",
+                      "**2. How cheap is the draft?** This drafter drafts nothing: no drafting cost."),
+    "serve.q2_memory": ("显存/内存：目标模型 KV 峰值 {blocks} 块 = {target:.2f} MB，草稿模型自己的 KV 峰值合计 "
+                        "{draft:.2f} MB，占两者的 {share:.0%}（块数来自引擎的 KV 计数，字节数 = 块 × 每块字节）。",
+                        "Memory: the target's KV peaked at {blocks} blocks = {target:.2f} MB, the draft models' own "
+                        "KV at {draft:.2f} MB in all, {share:.0%} of the two (blocks from the engine's KV counters, "
+                        "bytes = blocks × bytes per block)."),
+    "serve.q2_memory_none": ("显存/内存：目标模型 KV 峰值 {blocks} 块 = {target:.2f} MB；这个草稿方法没有自己的 KV 缓存。",
+                             "Memory: the target's KV peaked at {blocks} blocks = {target:.2f} MB; this drafter keeps "
+                             "no KV cache of its own."),
+    "serve.q3": ("**3. 接受率稳定吗？** {n} 个请求的接受率在 {low:.0%} 到 {high:.0%} 之间，每次目标前向产出 "
+                 "{tau_low:.2f} 到 {tau_high:.2f} 个 token；整批合计接受率 {rate:.0%}，τ = {tau:.2f}"
+                 "（core.metrics，按请求各自的 StepRecord 计算）。差得越远，越难靠它规划容量。",
+                 "**3. Is acceptance stable?** Across {n} requests the acceptance rate ran from {low:.0%} to "
+                 "{high:.0%} and tokens per target forward from {tau_low:.2f} to {tau_high:.2f}; the batch as a whole "
+                 "{rate:.0%}, τ = {tau:.2f} (core.metrics over each request's StepRecords). The wider the spread, "
+                 "the harder it is to plan capacity on it."),
+    "serve.q3_none": ("**3. 接受率稳定吗？** 这个草稿方法不起草，每次目标前向 {tau:.2f} 个 token。",
+                      "**3. Is acceptance stable?** This drafter drafts nothing: {tau:.2f} tokens per target "
+                      "forward."),
+    "serve.q4_live": ("**4. 大 batch 下吞吐真的提升了吗？** 这一批（最多 {batch} 个请求同时解码）用 {forwards} 次批量前向产出 "
+                      "{tokens} 个 token，每次前向 {per:.2f} 个。",
+                      "**4. Does throughput really rise at large batch sizes?** This batch (at most {batch} requests "
+                      "at once) produced {tokens} tokens in {forwards} batched forwards, {per:.2f} per forward."),
+    "serve.q4_bench": ("项目在本机的批大小扫描里，{drafter} {where}（来源：{path}）。",
+                       "In the project's batch-size sweep on this machine, {drafter} {where} (source: {path})."),
+    "serve.q4_stops": ("从批大小 {batch} 起就不比基线快", "is no faster than the baseline from batch {batch} on"),
+    "serve.q4_pays": ("在测到的每个批大小上都比基线快", "beats the baseline at every batch size measured"),
+    "serve.q4_unmeasured": ("{drafter} 在这个预设上还没有批大小扫描：到“批大小”页跑一次，或运行 "
+                            "`python -m core bench --batch-sweep`。",
+                            "{drafter} has no batch-size sweep on this preset yet: run one in Batch size, or "
+                            "`python -m core bench --batch-sweep`."),
+    "serve.token_hover": ("请求 #{request} · 第 {step} 步：{text}（{kind}）", "request #{request} · step {step}: "
+                          "{text} ({kind})"),
+    "serve.axis_step": ("批量验证前向（步）", "batched verify forward (step)"),
+    "serve.timeline_title": ("连续批处理：{steps} 步，每格是该请求这一步产出的 token",
+                             "Continuous batching: {steps} steps; each cell holds the tokens a request got that step"),
+    "serve.waiting": ("排队中", "waiting"),
+    "serve.joined": ("加入批", "joined"),
+    "serve.joined_hover": ("请求 #{request} 在第 {step} 步前加入", "request #{request} joined before step {step}"),
+    "serve.left": ("离开批（归还 KV 块）", "left (KV blocks returned)"),
+    "serve.left_hover": ("请求 #{request} 在第 {step} 步后离开，归还 {blocks} 块",
+                         "request #{request} left after step {step}, returning {blocks} blocks"),
+    "serve.masks_title": ("本步每个请求的树注意力 mask（行 = 查询 token，列 = 已确定前缀 + 同一批 token）",
+                          "This step's tree-attention mask per request (rows = query tokens, columns = committed "
+                          "prefix + the same tokens)"),
+    "serve.mask_sub": ("#{request}：{rows} 行（补齐到 {padded}），前缀 {prefix}",
+                       "#{request}: {rows} rows (padded to {padded}), prefix {prefix}"),
+    "serve.prefix_col": ("前缀×{n}", "prefix×{n}"),
+    "serve.mask_hover": ("{row} → {col}：{seen}", "{row} → {col}: {seen}"),
+    "serve.sees": ("可见", "attends"),
+    "serve.blocked": ("被遮住", "masked"),
+    "serve.mask_root": ("根所在的行", "root's row"),
+    "serve.mask_accepted": ("被接受节点的行", "row of an accepted node"),
+    "serve.mask_rejected": ("被拒绝节点的行", "row of a rejected node"),
+    "serve.mask_not_reached": ("未检查节点的行", "row of a node not reached"),
+    "serve.kv_title": ("本步的 KV 块<br><sup>左：目标模型（整批共用一个池，占用 {used}/{total} 块）· 右：草稿模型（每个请求自己的缓存）</sup>",
+                       "This step's KV blocks<br><sup>left: the target (one pool for the batch, {used}/{total} blocks "
+                       "in use) · right: the draft model (each request's own cache)</sup>"),
+    "serve.kv_target": ("#{request} 目标：{blocks} 块 · 本步归还 {freed}", "#{request} target: {blocks} blocks · "
+                        "{freed} returned"),
+    "serve.kv_left": (" · 请求结束，{blocks} 块全还", " · done, all {blocks} back"),
+    "serve.kv_draft": ("#{request} 草稿：{blocks} 块 · 本步归还 {freed}", "#{request} draft: {blocks} blocks · "
+                       "{freed} returned"),
+    "serve.kv_no_draft": ("#{request}：这个草稿方法没有自己的 KV 缓存", "#{request}: this drafter keeps no KV cache"),
     # ---- errors --------------------------------------------------------------------------------
     "err.prefix": ("出错了", "Error"),
     "err.number": ("{name} 必须是 {low:g} 到 {high:g} 之间的数", "{name} must be a number from {low:g} to {high:g}"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.api import build_decoder
+from core.batch import BatchDecoder, BatchStep
 from core.metrics import tally
 from core.monitor import Watch
 from core.prometheus import lab_metrics
@@ -82,6 +83,47 @@ class Run:
         return bool(self.records) and self.records[-1].finished
 
 
+class ServingRun:
+    """A queue of requests decoded as a continuous batch (``core.batch.BatchDecoder.serve``), one
+    batched step at a time; calls are serialised like ``Run``'s."""
+
+    def __init__(self, requests: list[DecodeRequest], max_batch: int):
+        built = [build_decoder(r) for r in requests]
+        self.requests = requests
+        self.prompts = [r.prompt for r in requests]
+        self.batch = BatchDecoder([d for d, _ in built], [ids for _, ids in built], max_batch=max_batch)
+        self.steps: list[BatchStep] = []
+        self.done = False  # finished or stopped: every block is back
+        self._served = self.batch.serve()
+        self._lock = threading.Lock()
+
+    def step(self) -> BatchStep | None:
+        """One batched verify forward; None once the queue is served."""
+        with self._lock:
+            if self.done:
+                return None
+            try:
+                batch_step = next(self._served)
+            except StopIteration:
+                self.done = True
+                return None
+            except BaseException:
+                self.done = True
+                raise
+            self.steps.append(batch_step)
+            if not batch_step.waiting and set(batch_step.left) == set(batch_step.records):
+                for _ in self._served:  # the last requests left: let the batch build its result
+                    pass
+                self.done = True
+            return batch_step
+
+    def stop(self) -> None:
+        with self._lock:
+            if not self.done:
+                self._served.close()
+                self.done = True
+
+
 def measured_point(label: str, result: RunResult, speedup: float | None = None) -> MeasuredPoint:
     """Reduce a finished run to the expected-speedup model's terms, all from the run's records."""
     k = int(result.settings["k"])
@@ -111,6 +153,8 @@ class Session:
     replay: Trace | None = None
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)
+    serving: ServingRun | None = None  # the serving view's continuous batch
+    serving_settings: tuple = ()  # the control values it was started with
     lesson_frame: int = 0
     monitor: Watch | None = None  # the production monitor's readings
     monitor_cost: float = 0.2  # its draft cost estimate, for endpoints without timings
@@ -134,7 +178,7 @@ class Session:
         """Stop every run (returning its KV blocks) and delete this session's files."""
         self.playing = False
         self.compare_stop = True
-        for run in (self.run, self.lesson_run):
+        for run in (self.run, self.lesson_run, self.serving):
             if run is not None:
                 run.stop()
         if self._dir is not None:

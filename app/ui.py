@@ -14,7 +14,7 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .session import close_session, ensure
-from .views import batch, classroom, compare, monitor, replay, stepper, worth
+from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
 
 CSS_PATH = Path(__file__).with_name("page.css")
@@ -61,6 +61,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
             with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):
                 monitor_view = monitor.build(labels, state, lang_radio, monitor_policy)
+            with labels.make(gr.Tab, label="tab.serving", id="serving", elem_id="tab-serving"):
+                serving_view = serving.build(labels, state, lang_radio, presets, default_preset)
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
@@ -77,10 +79,11 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 **replay_view.render(session, lang_value),
                 **batch_view.render(session, lang_value),
                 **monitor_view.render(session, lang_value),
+                **serving_view.render(session, lang_value),
             }
             return {state: session, **labels.updates(lang_value, values)}
 
-        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, monitor_view)
+        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, monitor_view, serving_view)
         outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
         lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language")
     return demo

@@ -149,6 +149,9 @@ class GoodputController(Drafter):
     def kv_summary(self):
         return self.inner.kv_summary()
 
+    def own_kv(self):
+        return self.inner.own_kv()
+
     def expansion(self):
         return self.inner.expansion()
 

@@ -23,12 +23,13 @@ returns to the pool (``blocks_freed`` += 1).
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .errors import KVCacheFull
+from .records import KVStepRecord
 
 
 class BlockPool:
@@ -80,6 +81,29 @@ class CommitStats:
     freed_blocks: tuple[int, ...]
 
 
+@dataclass
+class _StepLog:
+    """Slots one cache wrote and freed since ``RequestKV.begin_step`` (a slot freed and written
+    again in the same step counts as written)."""
+
+    blocks_before: int = 0
+    active: bool = False
+    written: list[int] = field(default_factory=list)
+    freed_slots: list[int] = field(default_factory=list)
+    freed_blocks: list[int] = field(default_factory=list)
+
+    def wrote(self, slots: list[int]) -> None:
+        if self.active:
+            self.written += slots
+            reused = set(slots)
+            self.freed_slots = [s for s in self.freed_slots if s not in reused]
+
+    def freed(self, slots: list[int], blocks: tuple[int, ...]) -> None:
+        if self.active:
+            self.freed_slots += slots
+            self.freed_blocks += blocks
+
+
 class PagedKVCache:
     """The K/V pool of one model: one slot tensor per layer and one block pool."""
 
@@ -117,6 +141,12 @@ class PagedKVCache:
             device=model.device,
         )
 
+    @property
+    def block_bytes(self) -> int:
+        """Bytes one block takes: keys and values of ``block_size`` tokens in every layer."""
+        per_slot = self.keys[0][0].numel() * self.keys[0].element_size()
+        return 2 * self.num_layers * self.block_size * per_slot
+
     def new_request(self) -> "RequestKV":
         return RequestKV(self)
 
@@ -135,6 +165,7 @@ class RequestKV:
         self._writing = 0  # tokens the forward in progress is writing
         self.counters = KVCounters()
         self._forward = PagedForward(cache)
+        self._step = _StepLog()
 
     # ---- bookkeeping -------------------------------------------------------------------
     @property
@@ -184,6 +215,7 @@ class RequestKV:
         self.pending = []
         self._writing = 0
         freed_blocks = self._release_slots(dropped, count_as_freed=True)
+        self._step.freed(dropped, freed_blocks)
         return CommitStats(kept_slots=tuple(kept), freed_slots=tuple(dropped), freed_blocks=freed_blocks)
 
     def release_all(self) -> None:
@@ -216,6 +248,27 @@ class RequestKV:
         if count_as_freed:
             self.counters.blocks_freed += len(freed_blocks)
         return tuple(freed_blocks)
+
+    def begin_step(self) -> None:
+        """Start logging what this cache does until ``step_record``: slots written, slots and blocks freed."""
+        self._step = _StepLog(blocks_before=len(self.block_table), active=True)
+
+    def step_record(self) -> KVStepRecord | None:
+        """What this cache did since ``begin_step`` (written, kept, freed), as the engine records the
+        target's KV per step; None if ``begin_step`` was not called."""
+        log = self._step
+        if not log.active:
+            return None
+        return KVStepRecord(
+            blocks_before=log.blocks_before,
+            blocks_after=len(self.block_table),
+            slots_written=len(log.written),
+            slots_freed=len(log.freed_slots),
+            freed_blocks=list(log.freed_blocks),
+            block_table=list(self.block_table),
+            slot_grid={str(b): g for b, g in self.slot_states(log.written, log.freed_slots).items()},
+            pool_in_use=self.cache.pool.blocks_in_use,
+        )
 
     def summary(self) -> dict[str, int]:
         """Run counters in the shape of the ``kv`` field of the generate JSON."""
@@ -277,6 +330,7 @@ class PagedForward:
         for b, (request, slots) in enumerate(zip(requests, new_slots)):
             request.pending.extend(slots)
             request.counters.slots_written += len(slots)
+            request._step.wrote(slots)
             request._writing = len(slots)
             gathers.append(request.committed + request.pending)
             write += slots

@@ -4,7 +4,8 @@
 
 Starts ``python app.py --preset tiny`` on a free port, drives it in headless Chromium, and writes
 step-by-step.png, compare.png, classroom.png, worth-it.png, replay.png (and step-by-step-en.png,
-step-by-step-eagle3.png, monitor.png: the Production monitor on the app's own /metrics over all of it).
+step-by-step-eagle3.png, monitor.png: the Production monitor on the app's own /metrics over all of it),
+serving.png. ``--only serving`` takes serving.png alone (``--preset`` picks the model it runs on).
 """
 from __future__ import annotations
 
@@ -18,12 +19,37 @@ from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
 STEP_PROMPT = "It is a truth universally acknowledged"
+SERVING_QUEUE = "6 | 我爱\n14 | It is a truth universally acknowledged\n4 | 床前明月光，\n10 | The quick brown fox\n8 | 春眠不觉晓，"
+SERVING_MIN_STEPS, SERVING_MAX_STEPS = 8, 24
+FREED_JS = """() => { const div = document.querySelector('#serve-kv .js-plotly-plot');
+  return !!div && div.data.some(t => t.name === '本步写入后释放' && t.x && t.x.length > 0); }"""
 
 
-def take(out: Path) -> None:
+def take_serving(page, out: Path) -> None:
+    """In a serving engine: five requests, at most two at once, stepped until requests have left and
+    joined and the current step returned a rejected path's slots (red in the KV grids)."""
+    open_tab(page, "serving")
+    page.fill("#serve-requests textarea", SERVING_QUEUE)
+    page.fill("#serve-k input", "3")
+    for n in range(1, SERVING_MAX_STEPS + 1):
+        page.click("#serve-step")
+        page.wait_for_function(f"document.querySelector('#serve-status').innerText.startsWith('第 {n} 步')",
+                               timeout=300_000)
+        page.wait_for_timeout(500)
+        if n >= SERVING_MIN_STEPS and page.evaluate(FREED_JS):
+            break
+    page.wait_for_timeout(1000)
+    page.screenshot(path=out / "serving.png", full_page=True)
+    print(out / "serving.png")
+
+
+def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with running_app("tiny") as url, browser_page() as page:
+    with running_app(preset, timeout_s=300) as url, browser_page() as page:
         open_app(page, url)
+        if only == "serving":
+            take_serving(page, out)
+            return
         start_monitor(page)
 
         def shot(name: str) -> None:
@@ -74,6 +100,8 @@ def take(out: Path) -> None:
         step(page, 2)
         shot("step-by-step-eagle3")
 
+        set_language(page, "中文")
+        take_serving(page, out)
         open_tab(page, "monitor")
         wait_for_plot(page, "mon-plot", "p.data.length > 4")
         shot("monitor")
@@ -91,13 +119,15 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--only", choices=["serving"], help="take only this view's screenshot")
+    parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()
     reason = None if TINY_READY else TINY_MISSING
     reason = reason or missing_browser()
     if reason:
         print(f"cannot take screenshots: {reason}", file=sys.stderr)
         return 1
-    take(args.out)
+    take(args.out, args.only, args.preset)
     return 0
 
 

@@ -1,6 +1,8 @@
 """Batched speculative decoding: every request is token for token the target alone, at every batch
 size, with prompts of different lengths; blocks go back to the shared pool when a request ends,
 fails or is cancelled; the batched forward equals the single-request one."""
+import math
+
 import pytest
 import torch
 
@@ -151,3 +153,64 @@ def test_bad_batches_are_user_errors():
     built = [build_decoder(DecodeRequest.of("我爱", "tiny", "none", block_size=b)) for b in (4, 16)]
     with pytest.raises(UserError, match="block size"):
         BatchDecoder([d for d, _ in built], [ids for _, ids in built])
+
+
+@pytest.mark.parametrize("drafter,max_batch", [("draft", 2), ("eagle", 3), ("none", 1)])
+def test_continuous_batching_joins_and_leaves_and_stays_lossless(drafter, max_batch, expected):
+    """Six requests with different budgets through a batch of at most ``max_batch``: each waiting
+    request joins when one leaves, never more than ``max_batch`` run, every output is the target
+    alone, and every block comes back."""
+    prompts = PROMPTS[1:7]
+    budgets = [6, MAX_NEW, 10, MAX_NEW, 4, 12]
+    built = [build_decoder(DecodeRequest.of(p, "tiny", drafter, k=3, max_new_tokens=n, block_size=4))
+             for p, n in zip(prompts, budgets)]
+    batch = BatchDecoder([d for d, _ in built], [ids for _, ids in built], max_batch=max_batch)
+    served = list(batch.serve())
+    assert served[0].joined == list(range(max_batch))
+    assert all(len(s.records) <= max_batch for s in served)
+    assert sorted(i for s in served for i in s.joined) == list(range(6))  # everyone joined once
+    assert sorted(i for s in served for i in s.left) == list(range(6))  # and left once
+    for before, after in zip(served, served[1:]):
+        assert after.joined == before.waiting[: len(before.left)]  # the queue's head takes each freed place
+        assert set(after.records) == (set(before.records) - set(before.left)) | set(after.joined)
+    for s in served:
+        assert all(s.records[i].finished for i in s.left)
+        assert s.pool_in_use <= s.pool_blocks
+    for run, prompt, budget in zip(batch.result.results, prompts, budgets):
+        assert run.tokens == expected[prompt][:budget]
+        assert run.draft_kv is None or run.draft_kv["blocks_in_use_after"] == 0
+    assert batch.result.blocks_in_use_after == 0 and served[-1].pool_in_use == 0
+    alone = sum(math.ceil(d.capacity_tokens(len(ids)) / 4) + 1 for d, ids in built)
+    assert served[0].pool_blocks < alone  # the pool holds max_batch requests, not the whole queue
+
+
+def test_batch_steps_carry_masks_and_both_caches(expected):
+    """A BatchStep's numbers are the engine's: the drafter's per-step KV adds up to its run
+    totals, the prefix is the committed sequence, and the padded rows are the longest tree."""
+    prompts = PROMPTS[2:5]
+    batch = build_batch(prompts, "tiny", "draft", max_batch=2, tree="2x2", max_new_tokens=12, block_size=4)
+    served = list(batch.serve())
+    by_request = {i: [s for s in served if i in s.records] for i in range(3)}
+    for i, run in enumerate(batch.result.results):
+        steps = by_request[i]
+        kv = [s.draft_kv[i] for s in steps]
+        assert sum(k.slots_written for k in kv) == run.draft_kv["slots_written"]
+        assert sum(k.slots_freed for k in kv) == run.draft_kv["slots_freed"]
+        assert sum(len(k.freed_blocks) for k in kv) == run.draft_kv["blocks_freed"] > 0
+        assert all(k.blocks_after == len(k.block_table) and sum(map(len, k.slot_grid.values())) % 4 == 0 for k in kv)
+        assert [s.records[i].draft_kv_blocks for s in steps] == [k.blocks_after for k in kv]
+        committed = len(run.prompt_tokens) - 1
+        for s in steps:
+            assert s.prefix_tokens[i] == committed
+            committed += len(s.records[i].emitted)
+    for s in served:
+        assert s.query_rows == max(1 + len(r.nodes) for r in s.records.values())
+        assert all(s.returned_blocks[i] > 0 for i in s.left)
+
+
+def test_the_goodput_controller_shows_its_drafters_cache_in_a_batch():
+    batch = build_batch(PROMPTS[:2], "tiny", "draft", k="auto", max_new_tokens=8, block_size=4)
+    served = list(batch.serve())
+    assert all(set(s.draft_kv) == set(s.records) for s in served)
+    assert sum(s.draft_kv[0].slots_written for s in served if 0 in s.records) == \
+        batch.result.results[0].draft_kv["slots_written"]

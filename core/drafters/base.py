@@ -183,6 +183,10 @@ class Drafter:
         """The drafter's own KV counters, if it has a cache."""
         return None
 
+    def own_kv(self):
+        """The drafter's own paged cache for this run (``kv_cache.RequestKV``), if it has one."""
+        return None
+
     def decision(self):
         """The goodput controller's decision for this step (``records.DecisionRecord``), else None."""
         return None

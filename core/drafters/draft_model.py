@@ -131,6 +131,9 @@ class DraftModelDrafter(Drafter):
         if self.kv is not None:
             self.kv.release_all()
 
+    def own_kv(self):
+        return self.kv
+
     def kv_summary(self) -> dict[str, int] | None:
         return None if self.kv is None else self.kv.summary()
 

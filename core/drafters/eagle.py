@@ -180,6 +180,9 @@ class EagleDrafter(Drafter):
     def expansion(self) -> Expansion | None:
         return self.last_expansion
 
+    def own_kv(self):
+        return self.kv
+
     def kv_summary(self) -> dict[str, int] | None:
         return None if self.kv is None else self.kv.summary()
 

@@ -68,6 +68,9 @@ class HybridDrafter(Drafter):
     def stop(self) -> None:
         self.eagle.stop()
 
+    def own_kv(self):
+        return self.eagle.own_kv()
+
     def kv_summary(self):
         return self.eagle.kv_summary()
 
