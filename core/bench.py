@@ -244,7 +244,7 @@ def _cpuinfo() -> list[str]:
 def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None]) -> dict:
     """``batch_sweep`` (throughput per batch and drafter), ``batch_crossover`` and ``forward_latency``."""
     decoder_args = dict(preset=config.preset, k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens,
-                        **config.model_args())
+                        device=config.device, target=config.target, draft=config.draft)
     rows = measure_throughput(sizes, config.drafters, prompts, decoder_args, config.repeats, log)
     target = load_model(config.target or resolve_preset(config.preset).target, config.device)
     latency = measure_latency(target, sizes, latency_context(target, prompts), log)
