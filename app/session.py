@@ -110,6 +110,11 @@ class Session:
     compare_stop: bool = False
     points: list[MeasuredPoint] = field(default_factory=list)
     cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
+    cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
+
+    def curve_for(self, target: str) -> CostCurve | None:
+        """The session's verify-cost curve if it belongs to ``target``."""
+        return self.cost_curve if self.cost_target == target else None
     replay: Trace | None = None
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)

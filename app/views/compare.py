@@ -158,7 +158,7 @@ def compare(view: CompareView, state: gr.State, session: Session, requests: list
         yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
                **view.render(session, lang)}
         return
-    session.cost_curve = comparison.curve
+    session.cost_curve, session.cost_target = comparison.curve, comparison.baseline.results[0].target
     session.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
     lines = [done, *flag_lines(comparison, lang), *skipped]

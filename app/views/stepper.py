@@ -148,9 +148,8 @@ class StepperHandlers:
         if record is not None and run.done:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            curve = session.cost_curve if session.cost_curve and session.cost_curve.model == run.result.target else None
-            session.points.append(measured_point(run.request.label(), run.result.steps,
-                                                 int(run.result.settings["k"]), curve=curve))
+            session.points.append(measured_point(run.request.label(), run.result.steps, int(run.result.settings["k"]),
+                                                 curve=session.curve_for(run.result.target)))
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):
