@@ -41,9 +41,9 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.width": ("树宽度（1 = 链）", "Tree width (1 = chain)"),
     "ctl.shapes": ("草稿形状", "Draft shapes"),
     "ctl.repeats": ("计时轮数", "Timed rounds"),
-    "ctl.repeats_info": ("每种设置先不计时地预热一次，再交替计时这么多轮，报告中位数与范围（CPU 上默认 3）",
+    "ctl.repeats_info": ("每种设置先不计时地预热一次，再交替计时这么多轮，报告中位数与范围（默认 3）",
                          "each set-up is warmed up once untimed, then timed this many interleaved rounds; medians and "
-                         "ranges are reported (3 by default on CPU)"),
+                         "ranges are reported (3 by default)"),
     "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3；auto / auto-tree 让控制器每步决定验证多少",
                         "comma-separated: a number is a chain of k, WxD a tree, e.g. 2x3; auto / auto-tree let the "
                         "controller decide each step how much to verify"),
