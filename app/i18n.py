@@ -235,6 +235,10 @@ TEXT: dict[str, tuple[str, str]] = {
                        "rerun on an idle machine or with more repeats."),
     "note.above_tau": ("高于 τ", "above τ"),
     "note.noisy": ("有噪声", "noisy"),
+    "note.v_below_one": ("v < 1", "v < 1"),
+    "cmp.flag.v_below_one": ("⚠ {label}：v = {v:.2f} < 0.9——验证多个 token 不可能比基线的单 token 前向还快，基线计时时机器更忙。",
+                             "⚠ {label}: v = {v:.2f} < 0.9 — verifying several tokens cannot be faster than the "
+                             "baseline's one-token forward: the machine was busier while the baseline was timed."),
     "cmp.skipped": ("跳过 {label}：{reason}", "skipped {label}: {reason}"),
     "cmp.stopped": ("已停止：当前运行被取消，KV 块已归还（运行后占用 {after} 块）。",
                     "Stopped: the current run was cancelled and its KV blocks returned ({after} in use after)."),

@@ -8,8 +8,10 @@
    the comparison reports the median over rounds and its range.
 
 A speedup above tau x ``ABOVE_TAU`` is flagged: a lossless decoder's step costs at least one
-target forward, so it cannot beat its own tokens per forward by more than noise. A set-up whose
-repeats spread (max - min over median) by more than ``NOISY_SPREAD`` is flagged as noisy.
+target forward, so it cannot beat its own tokens per forward by more than noise. So is a verify
+cost v below ``BELOW_ONE`` (a forward over more tokens cannot be cheaper than one over a single
+token: the baseline's forwards were slowed). A set-up whose repeats spread (max - min over median)
+by more than ``NOISY_SPREAD`` is flagged as noisy.
 Times are the engine's own (``RunResult.wall_s``); model loading is outside them.
 """
 from __future__ import annotations
@@ -22,12 +24,13 @@ from .api import build_decoder
 from .cost import CostCurve, cost_curve
 from .engine import SpeculativeDecoder
 from .errors import UserError
-from .metrics import forward_seconds, tally
+from .metrics import forward_seconds, tally, verify_cost
 from .records import RunResult, StepRecord
 from .request import DecodeRequest
 
 WARMUP_TOKENS = 8
 ABOVE_TAU = 1.05
+BELOW_ONE = 0.9
 NOISY_SPREAD = 0.15
 MAX_REPEATS = 10
 
@@ -105,12 +108,16 @@ class Comparison:
         return Spread.of(setup.walls)
 
     def flags(self, setup: TimedSetup) -> list[str]:
-        """``above_tau`` (a speedup no lossless decoder can reach: the timing was disturbed) and
-        ``noisy`` (the repeats disagree by more than ``NOISY_SPREAD``)."""
+        """``above_tau`` (a speedup no lossless decoder can reach), ``v_below_one`` (verifies cheaper
+        than the baseline's one-token forwards): the timing was disturbed; ``noisy`` (the repeats
+        disagree by more than ``NOISY_SPREAD``)."""
         flags = []
         speedup = self.speedup(setup)
         if speedup is not None and speedup.median > setup.tau * ABOVE_TAU:
             flags.append("above_tau")
+        v = verify_cost(setup.records, self.forward_s)
+        if v is not None and v < BELOW_ONE:
+            flags.append("v_below_one")
         spreads = [s.relative for s in (self.wall(setup), speedup) if s is not None]
         if len(setup.results) > 1 and max(spreads, default=0.0) > NOISY_SPREAD:
             flags.append("noisy")

@@ -167,17 +167,19 @@ def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
     assert metrics.verify_cost_by_nodes(runs["none"].steps, forward_s) == {1: pytest.approx(1.0)}
 
 
-def _timed(result, walls):
-    return [replace(result, wall_s=w) for w in walls]
+def _timed(result, walls, verify_s):
+    """Repeats of a real run with the given wall times, every verify taking ``verify_s``."""
+    steps = [replace(record, verify_s=verify_s) for record in result.steps]
+    return [replace(result, wall_s=w, steps=steps) for w in walls]
 
 
 def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
     from core.comparison import Comparison, TimedSetup
     from core.request import DecodeRequest
 
-    def setup(result, walls):
+    def setup(result, walls, verify_s=None):
         request = DecodeRequest.of("我爱", drafter=result.drafter, k=int(result.settings["k"]))
-        return TimedSetup(request, _timed(result, walls))
+        return TimedSetup(request, _timed(result, walls, verify_s or (0.1 if result.drafter == "none" else 0.15)))
 
     base, chain = setup(runs["none"], [10.0, 10.0, 10.0]), setup(runs["chain"], [2.0, 2.0, 2.0])
     comparison = Comparison([base, chain], repeats=3)
@@ -193,6 +195,11 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
     table = compare_table(Comparison([base, chain, noisy], repeats=3), "en")
     assert list(table["note"]) == ["", "above τ", "noisy"]
     assert table["speedup"][2] == "1.43× (1.11–1.67)"
+    assert table["v (verify ÷ 1-token forward)"][1] == "1.50"
+    cheap = setup(runs["chain"], [10 / (chain.tau * 0.9)] * 3, verify_s=0.05)  # verifies at half a forward
+    comparison = Comparison([base, cheap], repeats=3)
+    assert comparison.flags(cheap) == ["v_below_one"]
+    assert "cannot be faster than the baseline's one-token forward" in flag_lines(comparison, "en")[0]
 
 
 def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
