@@ -284,9 +284,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "worth.c": ("草稿相对成本 c", "draft cost c"),
     "worth.c_info": ("每个草稿位置的草稿耗时 ÷ 一次单 token 目标前向的耗时",
                      "drafting time per drafted position ÷ one one-token target forward"),
-    "worth.plot_cost": ("验证成本 v(n)：n 个 token 的前向 ÷ 1 个的", "Verify cost v(n): a forward over n tokens ÷ one"),
+    "worth.plot_cost": ("验证成本 v(n)", "Verify cost v(n)"),
+    "worth.runs_v": ("各运行自己的验证", "runs' own verifies"),
     "worth.curve": ("本机测得的 v(n)", "v(n) measured on this machine"),
-    "worth.run_v": ("{label} 的验证", "{label}'s verifies"),
+    "worth.run_v": ("{label}：验证 {n} 个 token，v = {v:.2f}", "{label}: verifies of {n} tokens, v = {v:.2f}"),
     "worth.no_curve": ("还没有本机的验证成本曲线（在“比较”里跑一次就有）：暂按 v = 1 计算，即验证 k+1 个 token 与 1 个一样贵。",
                        "No verify-cost curve of this machine yet (a Compare run measures it): v = 1 is assumed, i.e. "
                        "verifying k+1 tokens costs as much as one."),

@@ -141,8 +141,9 @@ def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
     assert [(m.x[0], m.y[0]) for m in measured] == [(0.5, 1.8), (0.5, 1.2)]
     curve = next(trace for trace in fig.data if trace.name == "v(n) measured on this machine")
     assert list(curve.x) == CURVE.tokens and list(curve.y) == CURVE.ratio
-    own = next(trace for trace in fig.data if trace.name == "draft · k=4's verifies")
+    own = next(trace for trace in fig.data if trace.name == "runs' own verifies")
     assert list(own.x) == [1, 5] and list(own.y) == [1.0, 1.7]
+    assert own.hovertext[1] == "draft · k=4: verifies of 5 tokens, v = 1.70"
     assert "v = 1 is assumed" not in readout(0.6, 4, 0.05, "en", CURVE)
     assert "v = 1 is assumed" in readout(0.6, 4, 0.05, "en")  # no curve yet: the paper's assumption, said so
 

@@ -99,9 +99,9 @@ def _add_cost(fig: go.Figure, curve: CostCurve | None, points: list[MeasuredPoin
         fig.add_trace(go.Scatter(x=curve.tokens, y=curve.ratio, mode="lines+markers", name=t("worth.curve", lang),
                                  line={"color": COLORS["target"], "width": 3}, marker={"size": 6}), 1, 3)
     fig.add_hline(y=1.0, line={"color": "#999999", "dash": "dot"}, row=1, col=3)
-    for p in points:
-        if p.v_by_nodes:
-            fig.add_trace(go.Scatter(
-                x=list(p.v_by_nodes), y=list(p.v_by_nodes.values()), mode="markers", showlegend=False,
-                name=t("worth.run_v", lang, label=p.label), hoverinfo="name+x+y",
-                marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)
+    own = [(p.label, n, v) for p in points for n, v in p.v_by_nodes.items()]
+    if own:
+        fig.add_trace(go.Scatter(
+            x=[n for _, n, _ in own], y=[v for _, _, v in own], mode="markers", name=t("worth.runs_v", lang),
+            hovertext=[t("worth.run_v", lang, label=label, n=n, v=v) for label, n, v in own], hoverinfo="text",
+            marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)
