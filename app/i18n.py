@@ -250,7 +250,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "col.draft_cost": ("草稿耗时 / 验证耗时", "draft time / verify time"),
     "col.wall": ("耗时 (s)", "wall (s)"),
     "col.ms_forward": ("毫秒 / 目标前向", "ms / target forward"),
-    "col.v": ("v（验证 ÷ 单 token 前向）", "v (verify ÷ 1-token forward)"),
+    "col.v": ("v（验证 ÷ 单 token 前向）", "v (verify ÷ 1 forward)"),
     "col.note": ("提示", "note"),
     "col.speedup": ("加速比", "speedup"),
     "col.identical": ("与基线一致", "same as baseline"),

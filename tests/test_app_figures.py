@@ -196,7 +196,7 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
     table = compare_table(Comparison([base, chain, noisy], repeats=3), "en")
     assert list(table["note"]) == ["", "above τ", "noisy"]
     assert table["speedup"][2] == "1.43× (1.11–1.67)"
-    assert table["v (verify ÷ 1-token forward)"][1] == "1.50"
+    assert table["v (verify ÷ 1 forward)"][1] == "1.50"
     cheap = setup(runs["chain"], [10 / (chain.tau * 0.9)] * 3, verify_s=0.05)  # verifies at half a forward
     comparison = Comparison([base, cheap], repeats=3)
     assert comparison.flags(cheap) == ["v_below_one"]
@@ -223,7 +223,7 @@ def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     [point] = comparison_points(comparison)
     worth = points_table([point], "en")
     assert table["draft time / verify time"][1] == worth["draft time / verify time"][0] != "—"
-    assert float(table["v (verify ÷ 1-token forward)"][0]) == pytest.approx(1.0)
+    assert float(table["v (verify ÷ 1 forward)"][0]) == pytest.approx(1.0)
     assert float(table["ms / target forward"][0]) > 0
     assert point.speedup == comparison.speedup(comparison.setups[1]).median
     assert worth["speedup (predicted)"][0] == f"{point.predicted:.2f}×"
