@@ -86,8 +86,8 @@ def test_eagle_tree_shows_what_its_expansion_pruned():
     result = generate("我爱", preset="tiny", drafter="eagle3", tree="3x4", eagle_nodes=10, max_new_tokens=8)
     record = result.steps[0]
     expansion = record.expansion
-    pruned = [i for i, node in enumerate(expansion["kept_as"]) if node < 0]
-    assert len(record.nodes) == 10 and len(pruned) == len(expansion["tokens"]) - 10 > 0
+    pruned = [i for i, node in enumerate(expansion.kept_as) if node < 0]
+    assert len(record.nodes) == 10 and len(pruned) == len(expansion.tokens) - 10 > 0
     fig = tree_figure(record, "en")
     colors = [trace.marker.color for trace in _points(fig) for _ in trace.text]
     assert colors.count(COLORS["pruned"]) == len(pruned)
