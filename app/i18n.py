@@ -98,6 +98,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.k": ("k：草稿长度 / 树深度", "k: draft length / tree depth"),
     "ctl.width": ("树宽度（1 = 链）", "Tree width (1 = chain)"),
     "ctl.shapes": ("草稿形状", "Draft shapes"),
+    "ctl.repeats": ("计时轮数", "Timed rounds"),
+    "ctl.repeats_info": ("每种设置先不计时地预热一次，再交替计时这么多轮，报告中位数与范围（默认 3）",
+                         "each set-up is warmed up once untimed, then timed this many interleaved rounds; medians and "
+                         "ranges are reported (3 by default)"),
     "ctl.shapes_info": ("用逗号分隔：数字是链长 k，W×D 写作如 2x3；auto / auto-tree 让控制器每步决定验证多少",
                         "comma-separated: a number is a chain of k, WxD a tree, e.g. 2x3; auto / auto-tree let the "
                         "controller decide each step how much to verify"),
@@ -258,7 +262,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "sum.target_forwards": ("目标前向次数", "Target forwards"),
     "sum.tau": ("τ（每次前向的 token）", "τ (tokens per forward)"),
     "sum.acceptance": ("接受率", "Acceptance rate"),
-    "sum.wall": ("耗时", "Wall time"),
+    "sum.wall": ("计算耗时", "Compute time"),
+    "sum.wall_parts": ("{wall:.2f} s（草稿 {draft:.2f} s，验证 {verify:.2f} s，其余 {other:.2f} s：预填充与记账；不含两步之间的等待）",
+                       "{wall:.2f} s (draft {draft:.2f} s, verify {verify:.2f} s, other {other:.2f} s: prefill and "
+                       "bookkeeping; waits between steps not counted)"),
     "sum.kv_peak": ("KV 峰值块数", "KV peak blocks"),
     "sum.kv_after": ("结束后仍占用的 KV 块", "KV blocks in use after"),
     "stop.eos": ("生成了结束符", "end of text"),
@@ -267,9 +274,29 @@ TEXT: dict[str, tuple[str, str]] = {
     "stop.error": ("出错", "error"),
     "stop.": ("—", "—"),
     # ---- compare -------------------------------------------------------------------------------
-    "cmp.running": ("正在运行 {i}/{n}：{label}……", "Running {i}/{n}: {label}…"),
-    "cmp.done": ("完成：{n} 次运行，加速比都相对于本次比较中测得的基线。",
-                 "Done: {n} runs; every speedup is against the baseline measured in this comparison."),
+    "cmp.warmup": ("预热 {i}/{n}：{label}（不计时）……", "Warming up {i}/{n}: {label} (untimed)…"),
+    "cmp.cost": ("正在读取本机的验证成本曲线 v(n)（第一次用时会测量，约几十秒）……",
+                 "Reading this machine's verify-cost curve v(n) (measured on first use, tens of seconds)…"),
+    "cmp.running": ("第 {round}/{rounds} 轮，{i}/{n}：{label}……", "Round {round}/{rounds}, {i}/{n}: {label}…"),
+    "cmp.done": ("完成：{n} 种设置，各预热一次（不计时）后交替计时 {repeats} 轮。耗时与加速比是各轮的中位数，括号内为最小–最大；"
+                 "每个加速比都相对于同一轮测得的基线。",
+                 "Done: {n} set-ups, each warmed up once (untimed), then timed in {repeats} interleaved rounds. Times "
+                 "and speedups are medians over the rounds, min–max in brackets; each speedup is against the "
+                 "baseline timed in the same round."),
+    "cmp.flag.above_tau": ("⚠ {label}：加速比 {speedup:.2f}× 高于 τ = {tau:.2f} 的 1.05 倍。无损解码每步至少花一次目标前向，"
+                           "不可能做到：计时受到了干扰（机器负载在变）。",
+                           "⚠ {label}: speedup {speedup:.2f}× is above 1.05 × τ = {tau:.2f}. A lossless decoder spends "
+                           "at least one target forward per step, so this cannot be: the timing was disturbed (the "
+                           "machine's load changed)."),
+    "cmp.flag.noisy": ("⚠ {label}：各轮相差 {spread:.0%}（超过 {limit:.0%}），结果有噪声；请在空闲的机器上或多跑几轮再看。",
+                       "⚠ {label}: the rounds differ by {spread:.0%} (more than {limit:.0%}); the numbers are noisy — "
+                       "rerun on an idle machine or with more repeats."),
+    "note.above_tau": ("高于 τ", "above τ"),
+    "note.noisy": ("有噪声", "noisy"),
+    "note.v_below_one": ("v < 1", "v < 1"),
+    "cmp.flag.v_below_one": ("⚠ {label}：v = {v:.2f} < 0.9——验证多个 token 不可能比基线的单 token 前向还快，基线计时时机器更忙。",
+                             "⚠ {label}: v = {v:.2f} < 0.9 — verifying several tokens cannot be faster than the "
+                             "baseline's one-token forward: the machine was busier while the baseline was timed."),
     "cmp.skipped": ("跳过 {label}：{reason}", "skipped {label}: {reason}"),
     "cmp.stopped": ("已停止：当前运行被取消，KV 块已归还（运行后占用 {after} 块）。",
                     "Stopped: the current run was cancelled and its KV blocks returned ({after} in use after)."),
@@ -280,6 +307,9 @@ TEXT: dict[str, tuple[str, str]] = {
     "col.acceptance": ("接受率", "acceptance"),
     "col.draft_cost": ("草稿耗时 / 验证耗时", "draft time / verify time"),
     "col.wall": ("耗时 (s)", "wall (s)"),
+    "col.ms_forward": ("毫秒 / 目标前向", "ms / target forward"),
+    "col.v": ("v（验证 ÷ 单 token 前向）", "v (verify ÷ 1 forward)"),
+    "col.note": ("提示", "note"),
     "col.speedup": ("加速比", "speedup"),
     "col.identical": ("与基线一致", "same as baseline"),
     "compare.plot_acceptance": ("累计接受率", "Running acceptance rate"),
@@ -287,44 +317,58 @@ TEXT: dict[str, tuple[str, str]] = {
     # ---- worth it ------------------------------------------------------------------------------
     "worth.intro": (
         "### 推测解码值不值得？\n"
-        "假设每个草稿 token 以相同概率 α 独立地被接受，草稿每步猜 k 个，一次草稿前向的耗时是一次目标前向的 c 倍。那么："
+        "假设每个草稿 token 以相同概率 α 独立地被接受，草稿每步猜 k 个，每个草稿位置的耗时是一次单 token 目标前向的 c 倍，"
+        "而一次验证 k+1 个 token 的前向是单 token 前向的 v(k+1) 倍。那么："
         "\n\n"
-        "- 每次验证期望产出 token：**(1 − α^(k+1)) / (1 − α)**\n"
-        "- 期望墙钟加速比：**(1 − α^(k+1)) / ((1 − α)(k·c + 1))**\n\n"
-        "拖动滑块看曲线怎么变；菱形点是你在本会话里真正跑过的运行（α 为其接受率，k 取自其设置，c = 每个草稿位置的草稿耗"
-        "时 ÷ "
-        "验证耗时，都来自逐步记录）。加速比的实测点只来自“比较”页，因为那里同时测了基线。",
+        "- 每次验证期望产出 token：**τ = (1 − α^(k+1)) / (1 − α)**\n"
+        "- 期望墙钟加速比：**τ / (k·c + v(k+1))**\n\n"
+        "v(n) 是本机实测的曲线（右图）：前向受内存带宽限制时 v 接近 1，多几个 token 几乎不花时间；算力成为瓶颈后 v 随 n 增长，"
+        "验证变贵，推测解码就不划算了。原论文取 v = 1。菱形点是你在本会话里真正跑过的运行：α 为其接受率，k 取自其设置，"
+        "c 与 v 来自其逐步记录；表里每个“比较”运行的预测加速比 τ / (k·c + v) 用它自己的 τ 和 c、曲线上的 v，与实测并列。",
         "### Is speculative decoding worth it?\n"
         "Suppose every drafted token is accepted independently with the same probability α, the draft proposes k "
-        "tokens per step, and one draft forward takes c times as long as one target forward. Then:\n\n"
-        "- expected tokens per verify: **(1 − α^(k+1)) / (1 − α)**\n"
-        "- expected wall-clock speedup: **(1 − α^(k+1)) / ((1 − α)(k·c + 1))**\n\n"
-        "Move the sliders to see the curves change; the diamonds are runs you really made in this session (α is "
-        "their acceptance rate, k from their settings, c = drafting time per drafted position ÷ verify time, all "
-        "from the step records). Measured speedups come only from the Compare tab, where a baseline was timed too.",
+        "tokens per step at c one-token target forwards per drafted position, and one verify forward over k+1 "
+        "tokens costs v(k+1) one-token forwards. Then:\n\n"
+        "- expected tokens per verify: **τ = (1 − α^(k+1)) / (1 − α)**\n"
+        "- expected wall-clock speedup: **τ / (k·c + v(k+1))**\n\n"
+        "v(n) is measured on this machine (right): while a forward is memory-bound v stays near 1 and a few more "
+        "tokens cost almost nothing; once compute is the bottleneck v grows with n, the verify gets expensive and "
+        "speculation stops paying. The paper takes v = 1. The diamonds are runs you really made in this session: "
+        "α is their acceptance rate, k from their settings, c and v from their step records; the table puts each "
+        "Compare run's predicted speedup τ / (k·c + v) — its own τ and c, v from the curve — beside the measured one.",
     ),
     "worth.alpha": ("接受率 α", "acceptance rate α"),
     "worth.k": ("草稿长度 k", "draft length k"),
     "worth.c": ("草稿相对成本 c", "draft cost c"),
-    "worth.c_info": ("一次草稿前向 ÷ 一次目标前向的耗时", "one draft forward ÷ one target forward, in time"),
+    "worth.c_info": ("每个草稿位置的草稿耗时 ÷ 一次单 token 目标前向的耗时",
+                     "drafting time per drafted position ÷ one one-token target forward"),
+    "worth.plot_cost": ("验证成本 v(n)", "Verify cost v(n)"),
+    "worth.runs_v": ("各运行自己的验证", "runs' own verifies"),
+    "worth.curve": ("本机测得的 v(n)", "v(n) measured on this machine"),
+    "worth.run_v": ("{label}：验证 {n} 个 token，v = {v:.2f}", "{label}: verifies of {n} tokens, v = {v:.2f}"),
+    "worth.no_curve": ("还没有本机的验证成本曲线（在“比较”里跑一次就有）：暂按 v = 1 计算，即验证 k+1 个 token 与 1 个一样贵。",
+                       "No verify-cost curve of this machine yet (a Compare run measures it): v = 1 is assumed, i.e. "
+                       "verifying k+1 tokens costs as much as one."),
+    "axis.query_tokens": ("一次前向的 token 数 n", "tokens in one forward, n"),
     "worth.plot_tokens": ("每次验证的期望 token 数", "Expected tokens per verify"),
-    "worth.plot_speedup": ("期望墙钟加速比（k={k}, c={c:.2f}）", "Expected wall-clock speedup (k={k}, c={c:.2f})"),
+    "worth.plot_speedup": ("期望墙钟加速比（k={k}, c={c:.2f}, v={v:.2f}）",
+                           "Expected wall-clock speedup (k={k}, c={c:.2f}, v={v:.2f})"),
     "worth.model": ("模型 k={k}", "model, k={k}"),
     "worth.model_speedup": ("模型加速比", "model speedup"),
     "worth.break_even": ("持平线：低于它就更慢", "break-even: below it is slower"),
     "worth.measured": ("本会话实测", "measured here"),
-    "worth.point_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>实测 τ = {tau:.2f}，模型预测 "
+    "worth.point_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>实测 τ = {tau:.2f}，模型预测 "
                           "{tau_model:.2f}",
-                          "{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>measured τ = {tau:.2f}, model "
+                          "{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>measured τ = {tau:.2f}, model "
                           "{tau_model:.2f}"),
-    "worth.speedup_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>实测加速 {speedup:.2f}×，模型预测 "
-                            "{model:.2f}×",
-                            "{label}<br>α = {alpha:.3f}, k = {k}, c = {c:.3f}<br>measured speedup {speedup:.2f}×, "
-                            "model {model:.2f}×"),
-    "worth.readout": ("α = {alpha:.2f}、k = {k}、c = {c:.2f} 时：每次验证期望 **{tau:.2f}** 个 token，期望加速 "
-                      "**{speedup:.2f}×**——{verdict}",
-                      "At α = {alpha:.2f}, k = {k}, c = {c:.2f}: **{tau:.2f}** tokens per verify expected, "
-                      "**{speedup:.2f}×** speedup — {verdict}"),
+    "worth.speedup_hover": ("{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>实测加速 {speedup:.2f}×，模型预测 "
+                            "{model}×",
+                            "{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>measured speedup {speedup:.2f}×, "
+                            "model {model}×"),
+    "worth.readout": ("α = {alpha:.2f}、k = {k}、c = {c:.2f}、v({n}) = {v:.2f} 时：每次验证期望 **{tau:.2f}** 个 token，"
+                      "期望加速 **{speedup:.2f}×**——{verdict}",
+                      "At α = {alpha:.2f}, k = {k}, c = {c:.2f}, v({n}) = {v:.2f}: **{tau:.2f}** tokens per verify "
+                      "expected, **{speedup:.2f}×** speedup — {verdict}"),
     "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
     "worth.slower": ("反而比目标模型单独生成更慢：草稿太贵或猜得太差。",
                      "slower than the target alone: the draft costs too much or guesses too poorly."),
@@ -335,7 +379,9 @@ TEXT: dict[str, tuple[str, str]] = {
     "col.k": ("k", "k"),
     "col.c": ("c", "c"),
     "col.tau_model": ("τ（模型）", "τ (model)"),
-    "col.speedup_model": ("加速比（模型）", "speedup (model)"),
+    "col.speedup_model": ("加速比（预测）", "speedup (predicted)"),
+    "col.v_model": ("v（曲线）", "v (curve)"),
+    "col.off_by": ("预测 ÷ 实测", "predicted ÷ measured"),
     # ---- classroom -----------------------------------------------------------------------------
     "class.intro": (
         "## 课堂：我爱中国\n这一课借用参考文章《推测解码为什么能加速大模型推理》里的例子。第 1 部分按文章的讲法演示一遍"

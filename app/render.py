@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 
+from core.metrics import tally
 from core.records import StepRecord
 
 from .i18n import has, t
@@ -86,8 +87,22 @@ def _stop_reason(reason: str, lang: str) -> str:
     return t("stop." + reason, lang) if has("stop." + reason) else reason
 
 
-def summary_markdown(result: dict, lang: str) -> str:
-    """A short table of a finished or stopped run (a RunResult's ``to_dict()`` or a trace summary)."""
+def compute_time(result: dict, records: list[StepRecord], lang: str) -> str:
+    """The engine's own time for the run (``wall_s``: waits between stepped steps are not in it),
+    split into drafting and verifying summed from the records, and the rest (prefill, bookkeeping)."""
+    wall = result.get("wall_s")
+    if not isinstance(wall, (int, float)):
+        return "–"
+    if not records:
+        return f"{wall:.2f} s"
+    totals = tally(records)
+    return t("sum.wall_parts", lang, wall=wall, draft=totals.all_draft_s, verify=totals.all_verify_s,
+             other=max(0.0, wall - totals.all_draft_s - totals.all_verify_s))
+
+
+def summary_markdown(result: dict, lang: str, records: list[StepRecord] | None = None) -> str:
+    """A short table of a finished or stopped run (a RunResult's ``to_dict()`` or a trace summary,
+    with its StepRecords for the split of the compute time)."""
     kv = result.get("kv") or {}
     rows = [
         (t("sum.stop_reason", lang), _stop_reason(str(result.get("stop_reason", "")), lang)),
@@ -95,7 +110,7 @@ def summary_markdown(result: dict, lang: str) -> str:
         (t("sum.target_forwards", lang), _fmt(result.get("target_forwards"), "d")),
         (t("sum.tau", lang), _fmt(result.get("mean_accepted_tokens"), ".2f")),
         (t("sum.acceptance", lang), _fmt(result.get("acceptance_rate"), ".1%")),
-        (t("sum.wall", lang), _fmt(result.get("wall_s"), ".2f") + " s"),
+        (t("sum.wall", lang), compute_time(result, records or [], lang)),
         (t("sum.kv_peak", lang), _fmt(kv.get("peak_blocks_in_use"), "d")),
         (t("sum.kv_after", lang), _fmt(kv.get("blocks_in_use_after"), "d")),
     ]

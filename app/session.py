@@ -11,12 +11,14 @@ from pathlib import Path
 
 from core.api import build_decoder
 from core.batch import BatchDecoder, BatchStep
-from core.metrics import tally
+from core.comparison import Comparison
+from core.cost import CostCurve
+from core.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
 from core.monitor import Watch
 from core.prometheus import lab_metrics
 from core.records import RunResult, StepRecord, Trace, write_trace
 from core.request import DecodeRequest
-from core.theory import draft_cost_ratio
+from core.theory import predicted_speedup
 
 from .figures import MeasuredPoint
 
@@ -124,22 +126,34 @@ class ServingRun:
                 self.done = True
 
 
-def measured_point(label: str, result: RunResult, speedup: float | None = None) -> MeasuredPoint:
-    """Reduce a finished run to the expected-speedup model's terms, all from the run's records."""
-    k = int(result.settings["k"])
-    totals = tally(result.steps)
+def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
+                   forward_s: float | None = None, curve: CostCurve | None = None) -> MeasuredPoint:
+    """Reduce a run (or a set-up's repeats, pooled) to the expected-speedup model's terms, all from
+    its records (``core.metrics``): ``forward_s`` is the one-token forward its times are counted in
+    (the comparison's baseline, or the cost curve's), ``curve`` the target's v(n) for the prediction."""
+    totals = tally(records)
+    forward_s = forward_s or (curve.forward_s if curve else None)
+    cost = step_cost(records, forward_s) if forward_s else None
+    c = cost.draft / k if cost is not None and k > 0 else None
+    v_model = expected_verify_cost(records, curve.v) if curve is not None else None
+    predicted = predicted_speedup(totals.tau, k, c, v_model) if c is not None and v_model else None
     return MeasuredPoint(
-        label=label, alpha=result.acceptance_rate, k=k, c=draft_cost_ratio(totals.draft_s, totals.verify_s, k),
-        tokens_per_verify=result.mean_accepted_tokens, speedup=speedup,
+        label=label, alpha=totals.acceptance_rate, k=k, draft_cost=totals.draft_cost, c=c,
+        tokens_per_verify=totals.tau, speedup=speedup, v=None if cost is None else cost.verify,
+        v_model=v_model, predicted=predicted,
+        v_by_nodes=verify_cost_by_nodes(records, forward_s) if forward_s else {},
     )
 
 
-@dataclass
-class CompareRow:
-    label: str
-    result: RunResult
-    speedup: float  # baseline wall time / this run's wall time, same comparison
-    identical: bool | None  # same tokens as the baseline (greedy only)
+def comparison_points(comparison: Comparison) -> list[MeasuredPoint]:
+    """One point per drafting set-up of a finished comparison, its repeats pooled, its speedup the median."""
+    points = []
+    for setup in comparison.setups[1:]:
+        if setup.results and setup.request.drafter_class.drafts:
+            speedup = comparison.speedup(setup)
+            points.append(measured_point(setup.label, setup.records, int(setup.results[0].settings["k"]),
+                                         speedup.median, comparison.forward_s, comparison.curve))
+    return points
 
 
 @dataclass
@@ -147,9 +161,15 @@ class Session:
     run: Run | None = None  # step by step
     lesson_run: Run | None = None  # the classroom's live part
     playing: bool = False
-    compare_rows: list[CompareRow] = field(default_factory=list)
+    comparison: Comparison | None = None  # the last comparison (possibly still running)
     compare_stop: bool = False
     points: list[MeasuredPoint] = field(default_factory=list)
+    cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
+    cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
+
+    def curve_for(self, target: str) -> CostCurve | None:
+        """The session's verify-cost curve if it belongs to ``target``."""
+        return self.cost_curve if self.cost_target == target else None
     replay: Trace | None = None
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)

@@ -76,11 +76,22 @@ class _RunState:
     """What one run has produced so far."""
 
     tokens: list[int]  # prompt + output so far
-    start: float  # perf_counter() at the start
+    resumed: float | None  # perf_counter() when the engine last took over; None while it waits
     new_tokens: list[int] = field(default_factory=list)
     records: list[StepRecord] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
+    busy_s: float = 0.0  # the engine's own time so far, not counting waits between steps
+
+    def suspend(self) -> None:
+        """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
+        if self.resumed is not None:
+            self.busy_s += perf_counter() - self.resumed
+            self.resumed = None
+
+    def resume(self) -> None:
+        if self.resumed is None:
+            self.resumed = perf_counter()
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,8 @@ class SpeculativeDecoder:
     """Decodes one prompt. Iterate ``steps()`` for the StepRecords; afterwards ``result`` holds the RunResult.
 
     Closing the iterator early (a cancelled run) or an exception inside still returns every KV
-    block of the target and of the drafter.
+    block of the target and of the drafter. The run's ``wall_s`` is the engine's own time: the
+    clock stops while ``steps()`` is suspended at a yield (a user stepping by hand, Play's delay).
 
     ``steps()`` is ``begin`` -> ``prefill`` -> (``propose_step`` -> ``verify`` -> ``finish_step``)
     until ``finished`` -> ``end``. A batch (``core.batch``) drives the same calls for many
@@ -175,7 +187,10 @@ class SpeculativeDecoder:
                 proposal = self.propose_step()
                 t0 = perf_counter()
                 target_probs, hidden = self.verify(proposal.root, proposal.tree)
-                yield self.finish_step(proposal, target_probs, hidden, verify_s=perf_counter() - t0)
+                record = self.finish_step(proposal, target_probs, hidden, verify_s=perf_counter() - t0)
+                self.tally.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
+                yield record
+                self.tally.resume()
         except GeneratorExit:
             stop_reason = "cancelled"
             raise
@@ -199,7 +214,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.text = TextTracker(self.target.tokenizer)
-        self.tally = _RunState(tokens=list(prompt_ids), start=perf_counter())
+        self.tally = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -259,13 +274,16 @@ class SpeculativeDecoder:
         run = self.tally
         if stop_reason:
             run.stop_reason = stop_reason
+        run.resume()
         try:
             self.drafter.stop()
         finally:
             self.kv.release_all()
+        text = self.target.tokenizer.decode(run.new_tokens, skip_special_tokens=True)
+        run.suspend()
         self.result = RunResult(
             **self.run_info,
-            text=self.target.tokenizer.decode(run.new_tokens, skip_special_tokens=True),
+            text=text,
             tokens=run.new_tokens,
             prompt_tokens=self.prompt_ids,
             target_forwards=run.totals.steps,
@@ -273,7 +291,7 @@ class SpeculativeDecoder:
             draft_tokens_proposed=run.totals.draft_tokens,
             draft_tokens_accepted=run.totals.accepted_tokens,
             per_position_acceptance=run.totals.per_position_acceptance,
-            wall_s=perf_counter() - run.start,
+            wall_s=run.busy_s,
             target=self.target.path,
             draft=self.drafter.model_path,
             kv=self.kv.summary(),

@@ -132,7 +132,7 @@ class RunResult:
     draft_tokens_proposed: int
     draft_tokens_accepted: int
     per_position_acceptance: list[float]
-    wall_s: float
+    wall_s: float  # the engine's own time (prefill, steps, clean-up); waits between stepped steps excluded
     target: str
     draft: str | None
     preset: str

@@ -90,15 +90,17 @@ def table_rows(page, elem_id: str) -> list[list[str]]:
         .filter(cells => cells.length)""", elem_id)
 
 
-def run_compare(page, drafters: list[str] | None, shapes: str, max_new_tokens: int,
+def run_compare(page, drafters: list[str] | None, shapes: str, max_new_tokens: int, repeats: int | None = None,
                 timeout_ms: int = 300_000) -> list[list[str]]:
-    """Compare ``drafters`` (None: every drafter the page offers) and the baseline in ``shapes``;
-    wait until all have run."""
+    """Compare ``drafters`` (None: every drafter the page offers) and the baseline in ``shapes``, timed
+    ``repeats`` rounds (None: the page's default); wait until all have run."""
     open_tab(page, "compare")
     for label in page.locator("#cmp-drafters label").all():
         label.locator("input").set_checked(drafters is None or label.inner_text().strip() in drafters)
     page.fill("#cmp-shapes textarea, #cmp-shapes input", shapes)
     page.fill("#cmp-max-new input", str(max_new_tokens))
+    if repeats is not None:
+        page.fill("#cmp-repeats input", str(repeats))
     page.click("#cmp-run")
     page.wait_for_function("""() => { const s = document.querySelector('#cmp-status').innerText;
                                       return s.includes('完成') || s.includes('Done:'); }""", timeout=timeout_ms)

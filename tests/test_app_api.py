@@ -77,16 +77,28 @@ def test_a_value_outside_a_list_is_refused_with_a_message(url):
 
 
 def test_compare_reports_every_drafter_against_the_same_baseline(url):
-    status, table, plot = client(url).predict("en", "It is a truth universally acknowledged", "tiny",
-                                              ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, "", "",
-                                              api_name="/compare")
-    assert "Done: 4 runs" in status
+    """Warmed up, timed in 2 interleaved rounds; medians with their range, a note where the timing is off;
+    Worth it? then shows the same draft cost and a predicted speedup beside the measured one."""
+    c = client(url)
+    status, table, plot = c.predict("en", "It is a truth universally acknowledged", "tiny",
+                                    ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, "", "", 2, api_name="/compare")
+    assert "Done: 4 set-ups, each warmed up once (untimed), then timed in 2 interleaved rounds" in status
     rows = table["data"]
     assert [row[0] for row in rows] == ["none", "draft-xs · k=3", "ngram · k=3", "eagle3 · k=3"]
     assert rows[0][5] == "—" and float(rows[1][5]) > 0 and float(rows[3][5]) > 0  # draft time / verify time
-    assert rows[0][7] == "1.00×" and all(row[7].endswith("×") for row in rows)
-    assert [row[8] for row in rows[1:]] == ["✓", "✓", "✓"]  # greedy: every drafter matches the baseline
+    assert all(float(row[6]) > 0 for row in rows)  # ms per target forward
+    assert float(rows[0][7]) == pytest.approx(1.0) and all(float(row[7]) > 0 for row in rows)  # v
+    assert rows[0][9] == "1.00×" and all("×" in row[9] for row in rows)  # median speedup (range)
+    assert [row[10] for row in rows[1:]] == ["✓", "✓", "✓"]  # greedy: every drafter matches the baseline
+    for row in rows:  # a speedup above tau x 1.05 never goes without its note, in the table and the status
+        if float(row[9].split("×")[0]) > float(row[3]) * 1.05:
+            assert "above τ" in row[11] and f"⚠ {row[0]}: speedup" in status
     assert len(json.loads(plot["plot"])["data"]) == 8
+    *_, points = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
+    worth = {row[0]: row for row in points["data"]}
+    for row in rows[1:]:
+        assert worth[row[0]][3] == row[5]  # one draft-cost number for one run in both views
+        assert worth[row[0]][9].endswith("×") and worth[row[0]][10].endswith("×")  # measured, predicted
 
 
 def test_own_target_and_draft_by_folder(url):
@@ -100,9 +112,9 @@ def test_own_target_and_draft_by_folder(url):
     download = c.predict("en", api_name="/stop")[2]
     header = read_trace(download["value"]).header
     assert (header["target"], header["draft"]) == (str(target), str(draft))
-    status, table, _ = c.predict("en", "It is a truth", "tiny", ["draft", "ngram"], "3", 0, 0, 8, str(target), "",
+    status, table, _ = c.predict("en", "It is a truth", "tiny", ["draft", "ngram"], "3", 0, 0, 8, str(target), "", 1,
                                  api_name="/compare")
-    assert "Done: 3 runs" in status and [row[8] for row in table["data"][1:]] == ["✓", "✓"]
+    assert "Done: 3 set-ups" in status and [row[10] for row in table["data"][1:]] == ["✓", "✓"]
 
 
 @pytest.mark.parametrize("changes,message", [

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 import string
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,11 @@ from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_fig
                          worth_figure)
 from app.i18n import TEXT
 from app.render import step_sentence, summary_markdown, text_html
+from app.session import Run, comparison_points, measured_point
+from app.views.compare import flag_lines, table as compare_table
+from app.views.worth import points_table, readout
+from core.comparison import Spread
+from core.cost import CostCurve
 from app.series import run_series
 from app_server import TINY_MISSING, TINY_READY
 from core import UserError, generate, read_trace
@@ -115,17 +122,130 @@ def test_compare_figure_overlays_each_run(runs):
     assert [trace.name for trace in fig.data] == ["none", "none", "chain", "chain", "ngram", "ngram"]
 
 
-def test_worth_figure_draws_the_model_and_the_measured_points():
+CURVE = CostCurve(tokens=[1, 2, 5, 9], ratio=[1.0, 1.2, 1.6, 2.4], forward_s=0.02, device="cpu", threads=2,
+                  model="tiny")
+
+
+def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
     from core.theory import tokens_per_verify, wallclock_speedup
 
-    point = MeasuredPoint("draft · k=4", alpha=0.5, k=4, c=0.1, tokens_per_verify=1.8, speedup=1.2)
-    fig = worth_figure(0.6, 4, 0.05, [point], "en")
+    point = MeasuredPoint("draft · k=4", alpha=0.5, k=4, draft_cost=0.4, c=0.1, tokens_per_verify=1.8, speedup=1.2,
+                          v=1.7, v_model=1.6, predicted=0.9, v_by_nodes={1: 1.0, 5: 1.7})
+    fig = worth_figure(0.6, 4, 0.05, [point], "en", CURVE)
     model = next(trace for trace in fig.data if trace.name == "model, k=4")
     assert model.y[60] == pytest.approx(tokens_per_verify(0.6, 4))
     speed = next(trace for trace in fig.data if trace.name == "model speedup")
-    assert speed.y[60] == pytest.approx(wallclock_speedup(0.6, 4, 0.05))
+    assert speed.y[60] == pytest.approx(wallclock_speedup(0.6, 4, 0.05, 1.6))  # v(k+1) from the curve
+    assert speed.y[60] == pytest.approx(tokens_per_verify(0.6, 4) / (4 * 0.05 + 1.6))
     measured = [trace for trace in fig.data if trace.name == "measured here"]
     assert [(m.x[0], m.y[0]) for m in measured] == [(0.5, 1.8), (0.5, 1.2)]
+    curve = next(trace for trace in fig.data if trace.name == "v(n) measured on this machine")
+    assert list(curve.x) == CURVE.tokens and list(curve.y) == CURVE.ratio
+    own = next(trace for trace in fig.data if trace.name == "runs' own verifies")
+    assert list(own.x) == [1, 5] and list(own.y) == [1.0, 1.7]
+    assert own.hovertext[1] == "draft · k=4: verifies of 5 tokens, v = 1.70"
+    assert "v = 1 is assumed" not in readout(0.6, 4, 0.05, "en", CURVE)
+    assert "v = 1 is assumed" in readout(0.6, 4, 0.05, "en")  # no curve yet: the paper's assumption, said so
+
+
+def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
+    """Worth it?'s prediction for a run: its own tau and drafting time, v(nodes + 1) from the curve."""
+    from core import metrics
+    from core.theory import predicted_speedup
+
+    records, forward_s = runs["chain"].steps, metrics.forward_seconds(runs["none"].steps)
+    point = measured_point("chain", records, 4, speedup=1.1, forward_s=forward_s, curve=CURVE)
+    cost = metrics.step_cost(records, forward_s)
+    v_model = sum(CURVE.v(len(r.nodes) + 1) for r in records) / len(records)
+    assert point.v_model == pytest.approx(v_model)
+    assert point.c == pytest.approx(cost.draft / 4)
+    assert point.predicted == pytest.approx(runs["chain"].mean_accepted_tokens / (cost.draft + v_model))
+    assert point.predicted == pytest.approx(predicted_speedup(point.tokens_per_verify, 4, point.c, v_model))
+    assert point.draft_cost == metrics.draft_cost(records)
+    assert point.v == pytest.approx(sum(r.verify_s for r in records) / len(records) / forward_s)
+    by_nodes = metrics.verify_cost_by_nodes(records, forward_s)
+    assert point.v_by_nodes == by_nodes and set(by_nodes) == {len(r.nodes) + 1 for r in records}
+    assert metrics.verify_cost_by_nodes(runs["none"].steps, forward_s) == {1: pytest.approx(1.0)}
+
+
+def _timed(result, walls, verify_s):
+    """Repeats of a real run with the given wall times, every verify taking ``verify_s``."""
+    steps = [replace(record, verify_s=verify_s) for record in result.steps]
+    return [replace(result, wall_s=w, steps=steps) for w in walls]
+
+
+def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
+    from core.comparison import Comparison, TimedSetup
+    from core.request import DecodeRequest
+
+    def setup(result, walls, verify_s=None):
+        request = DecodeRequest.of("我爱", drafter=result.drafter, k=int(result.settings["k"]))
+        return TimedSetup(request, _timed(result, walls, verify_s or (0.1 if result.drafter == "none" else 0.15)))
+
+    base, chain = setup(runs["none"], [10.0, 10.0, 10.0]), setup(runs["chain"], [2.0, 2.0, 2.0])
+    comparison = Comparison([base, chain], repeats=3)
+    assert comparison.speedup(chain).median == pytest.approx(5.0) and chain.tau < 5 / 1.05
+    assert comparison.flags(chain) == ["above_tau"] and comparison.flags(base) == []
+    steady = setup(runs["chain"], [10 / (chain.tau * 0.9)] * 3)
+    noisy = setup(runs["chain"], [6.0, 9.0, 7.0])
+    comparison = Comparison([base, steady, noisy], repeats=3)
+    assert comparison.flags(steady) == [] and comparison.flags(noisy) == ["noisy"]
+    assert comparison.speedup(noisy) == Spread(10 / 7.0, 10 / 9.0, 10 / 6.0)
+    lines = flag_lines(Comparison([base, chain, noisy], repeats=3), "en")
+    assert "is above 1.05 × τ" in lines[0] and "the numbers are noisy" in lines[1]
+    table = compare_table(Comparison([base, chain, noisy], repeats=3), "en")
+    assert list(table["note"]) == ["", "above τ", "noisy"]
+    assert table["speedup"][2] == "1.43× (1.11–1.67)"
+    assert table["v (verify ÷ 1 forward)"][1] == "1.50"
+    cheap = setup(runs["chain"], [10 / (chain.tau * 0.9)] * 3, verify_s=0.05)  # verifies at half a forward
+    comparison = Comparison([base, cheap], repeats=3)
+    assert comparison.flags(cheap) == ["v_below_one"]
+    assert "cannot be faster than the baseline's one-token forward" in flag_lines(comparison, "en")[0]
+
+
+def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
+    """Each set-up once untimed (short), then rounds baseline, A, baseline, A; Compare and Worth it?
+    show one draft-cost number for a set-up, and Worth it? predicts next to the measured speedup."""
+    from core.comparison import WARMUP_TOKENS, run_comparison
+    from core.request import DecodeRequest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a fresh cost curve, measured here
+    requests = [DecodeRequest.of("It is a truth", drafter=d, k=3, max_new_tokens=10) for d in ("none", "draft")]
+    order = [(p.phase, p.round, p.setup.label) for p in run_comparison(requests, repeats=2) if p.setup is not None]
+    assert order == [("warmup", 0, "none"), ("warmup", 0, "draft · k=3"),
+                     ("timed", 1, "none"), ("timed", 1, "draft · k=3"), ("timed", 2, "none"), ("timed", 2, "draft · k=3")]
+    progress = list(run_comparison(requests, repeats=2))
+    comparison = progress[-1].comparison
+    assert WARMUP_TOKENS < 10 and [len(s.results) for s in comparison.setups] == [2, 2]
+    assert all(r.new_tokens == 10 for s in comparison.setups for r in s.results)
+    assert comparison.curve is not None and comparison.curve.tokens[0] == 1
+    table = compare_table(comparison, "en")
+    [point] = comparison_points(comparison)
+    worth = points_table([point], "en")
+    assert table["draft time / verify time"][1] == worth["draft time / verify time"][0] != "—"
+    assert float(table["v (verify ÷ 1 forward)"][0]) == pytest.approx(1.0)
+    assert float(table["ms / target forward"][0]) > 0
+    assert point.speedup == comparison.speedup(comparison.setups[1]).median
+    assert worth["speedup (predicted)"][0] == f"{point.predicted:.2f}×"
+
+
+def test_a_stepped_run_reports_compute_time_not_the_waits_between_steps():
+    """Step by step: the time a user (or Play) waits between steps is not the run's."""
+    from core.request import DecodeRequest
+
+    run = Run(DecodeRequest.of("我爱", drafter="draft", k=3, max_new_tokens=40))
+    start, waited = time.perf_counter(), 0.0
+    for _ in range(3):
+        assert run.step() is not None
+        time.sleep(1.0)
+        waited += 1.0
+    run.stop()
+    elapsed = time.perf_counter() - start
+    result = run.result
+    busy = sum(r.draft_s + r.verify_s for r in result.steps)
+    assert busy <= result.wall_s <= elapsed - waited
+    summary = summary_markdown(result.to_dict(), "en", run.records)
+    assert f"| Compute time | {result.wall_s:.2f} s (draft " in summary and "waits between steps not counted" in summary
 
 
 def test_text_colours_every_emitted_token_by_kind(runs):
@@ -158,7 +278,7 @@ def test_summary_reads_a_run_and_a_partial_dict(runs):
     table = summary_markdown(runs["chain"].to_dict(), "en")
     assert f"| New tokens | {runs['chain'].new_tokens} |" in table
     assert "| KV blocks in use after | 0 |" in table
-    assert "| Wall time | – s |" in summary_markdown({}, "en")
+    assert "| Compute time | – |" in summary_markdown({}, "en")
 
 
 def test_example_trace_is_a_real_tiny_run():

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from core import UserError
-from core.theory import draft_cost_ratio, tokens_per_verify, wallclock_speedup
+from core.theory import predicted_speedup, tokens_per_verify, wallclock_speedup
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.9, 0.99])
@@ -57,9 +57,14 @@ def test_bad_inputs_raise_user_errors(alpha, k, c):
         wallclock_speedup(alpha, k, c)
 
 
-def test_draft_cost_ratio():
-    assert draft_cost_ratio(2.0, 10.0, 4) == pytest.approx(0.05)  # 0.5 s per drafted position vs 10 s verify
-    assert draft_cost_ratio(1.0, 0.0, 4) == 0.0
-    assert draft_cost_ratio(1.0, 1.0, 0) == 0.0
+def test_the_verify_cost_enters_the_denominator():
+    """A verify of k+1 tokens that costs v one-token forwards: speedup = tau / (k*c + v)."""
+    assert wallclock_speedup(0.6, 4, 0.05, 1.0) == wallclock_speedup(0.6, 4, 0.05)
+    assert wallclock_speedup(0.6, 4, 0.05, 1.67) == pytest.approx(2.3056 / (0.2 + 1.67), rel=1e-4)  # 1.23x
+    assert predicted_speedup(1.8, 4, 0.05, 1.6) == pytest.approx(1.8 / 1.8)
+    assert predicted_speedup(2.0, 0, 0.0, 1.0) == 2.0
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(UserError):
+            wallclock_speedup(0.6, 4, 0.05, bad)
     with pytest.raises(UserError):
-        draft_cost_ratio(-1.0, 1.0, 4)
+        predicted_speedup(-1.0, 4, 0.05, 1.0)

@@ -1,11 +1,13 @@
-"""The expected-speedup model as curves over the acceptance rate, with measured runs as points."""
+"""The expected-speedup model as curves over the acceptance rate, with measured runs as points, and the
+machine's verify-cost curve v(n) with each run's own verifies beside it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core.cost import CostCurve
 from core.theory import tokens_per_verify, wallclock_speedup
 
 from ..i18n import t
@@ -18,19 +20,27 @@ REFERENCE_KS = (1, 2, 4, 8)
 
 @dataclass(frozen=True)
 class MeasuredPoint:
-    """One finished run of this session, reduced to what the model talks about."""
+    """One finished run of this session (or a Compare set-up's repeats), reduced to what the model talks about."""
 
     label: str
     alpha: float  # the run's acceptance rate
     k: int  # draft depth from its settings
-    c: float  # measured draft cost per drafted position, relative to one verify forward
+    draft_cost: float | None  # core.metrics.draft_cost: drafting time / verify time (as Compare shows it)
+    c: float | None  # drafting time per drafted position, in one-token target forwards
     tokens_per_verify: float  # measured tau
-    speedup: float | None  # wall-clock speedup over the baseline measured in the same comparison
+    speedup: float | None  # median wall-clock speedup over the baseline of the same comparison
+    v: float | None = None  # measured verify cost: verify time per step in one-token forwards
+    v_model: float | None = None  # what the cost curve says its verifies cost
+    predicted: float | None = None  # tau / (k*c + v_model)
+    v_by_nodes: dict[int, float] = field(default_factory=dict)  # the run's own v(n) points
 
 
-def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], lang: str) -> go.Figure:
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        t("worth.plot_tokens", lang), t("worth.plot_speedup", lang, k=k, c=c)))
+def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], lang: str,
+                 curve: CostCurve | None = None) -> go.Figure:
+    """Tokens per verify and speedup against alpha at (k, c, v(k+1) of ``curve``), and v(n) itself."""
+    v = curve.v(k + 1) if curve is not None else 1.0
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
+        t("worth.plot_tokens", lang), t("worth.plot_speedup", lang, k=k, c=c, v=v), t("worth.plot_cost", lang)))
     for ref_k in REFERENCE_KS:
         if ref_k != k:
             fig.add_trace(go.Scatter(
@@ -38,29 +48,34 @@ def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], la
                 line={"color": "#c8c8c8", "width": 1.2}, showlegend=False, hoverinfo="name+y"), 1, 1)
     fig.add_trace(go.Scatter(x=ALPHAS, y=[tokens_per_verify(a, k) for a in ALPHAS], mode="lines",
                              name=t("worth.model", lang, k=k), line={"color": COLORS["bonus"], "width": 3}), 1, 1)
-    fig.add_trace(go.Scatter(x=ALPHAS, y=[wallclock_speedup(a, k, c) for a in ALPHAS], mode="lines",
+    fig.add_trace(go.Scatter(x=ALPHAS, y=[wallclock_speedup(a, k, c, v) for a in ALPHAS], mode="lines",
                              name=t("worth.model_speedup", lang),
                              line={"color": COLORS["correction"], "width": 3}), 1, 2)
     fig.add_hline(y=1.0, line={"color": COLORS["rejected"], "dash": "dot"}, row=1, col=2,
                   annotation_text=t("worth.break_even", lang), annotation_position="bottom right")
-    fig.add_trace(go.Scatter(x=[alpha], y=[tokens_per_verify(alpha, k)], mode="markers", showlegend=False,
-                             marker={"color": COLORS["bonus"], "size": 13, "line": {"color": "white", "width": 2}},
-                             hoverinfo="x+y"), 1, 1)
-    fig.add_trace(go.Scatter(x=[alpha], y=[wallclock_speedup(alpha, k, c)], mode="markers", showlegend=False,
-                             marker={"color": COLORS["correction"], "size": 13, "line": {"color": "white", "width": 2}},
-                             hoverinfo="x+y"), 1, 2)
+    for col, y in ((1, tokens_per_verify(alpha, k)), (2, wallclock_speedup(alpha, k, c, v))):
+        color = COLORS["bonus"] if col == 1 else COLORS["correction"]
+        fig.add_trace(go.Scatter(x=[alpha], y=[y], mode="markers", showlegend=False, hoverinfo="x+y",
+                                 marker={"color": color, "size": 13, "line": {"color": "white", "width": 2}}), 1, col)
     _add_points(fig, points, lang)
-    fig.update_xaxes(title=t("worth.alpha", lang), range=[0, 1])
+    _add_cost(fig, curve, points, lang)
+    fig.update_xaxes(title=t("worth.alpha", lang), range=[0, 1], row=1, col=1)
+    fig.update_xaxes(title=t("worth.alpha", lang), range=[0, 1], row=1, col=2)
+    fig.update_xaxes(title=t("axis.query_tokens", lang), rangemode="tozero", row=1, col=3)
     fig.update_yaxes(rangemode="tozero")
     fig = finish(fig, "", 440, below=True)
     fig.update_layout(margin={"t": 40})
     return fig
 
 
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
 def _add_points(fig: go.Figure, points: list[MeasuredPoint], lang: str) -> None:
     if not points:
         return
-    hover = [t("worth.point_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=p.c, tau=p.tokens_per_verify,
+    hover = [t("worth.point_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=_fmt(p.c), tau=p.tokens_per_verify,
                tau_model=tokens_per_verify(p.alpha, p.k)) for p in points]
     fig.add_trace(go.Scatter(
         x=[p.alpha for p in points], y=[p.tokens_per_verify for p in points], mode="markers+text",
@@ -73,6 +88,20 @@ def _add_points(fig: go.Figure, points: list[MeasuredPoint], lang: str) -> None:
             x=[p.alpha for p in timed], y=[p.speedup for p in timed], mode="markers+text", showlegend=False,
             name=t("worth.measured", lang), text=[p.label for p in timed], textposition="top center",
             textfont={"size": 10, "color": "#555555"},
-            hovertext=[t("worth.speedup_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=p.c, speedup=p.speedup,
-                         model=wallclock_speedup(p.alpha, p.k, p.c)) for p in timed],
+            hovertext=[t("worth.speedup_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=_fmt(p.c),
+                         speedup=p.speedup, model=_fmt(p.predicted, ".2f")) for p in timed],
             hoverinfo="text", marker={"color": "#111111", "size": 10, "symbol": "diamond"}), 1, 2)
+
+
+def _add_cost(fig: go.Figure, curve: CostCurve | None, points: list[MeasuredPoint], lang: str) -> None:
+    """v(n): the machine's measured curve as a line, each run's own verifies as points."""
+    if curve is not None:
+        fig.add_trace(go.Scatter(x=curve.tokens, y=curve.ratio, mode="lines+markers", name=t("worth.curve", lang),
+                                 line={"color": COLORS["target"], "width": 3}, marker={"size": 6}), 1, 3)
+    fig.add_hline(y=1.0, line={"color": "#999999", "dash": "dot"}, row=1, col=3)
+    own = [(p.label, n, v) for p in points for n, v in p.v_by_nodes.items()]
+    if own:
+        fig.add_trace(go.Scatter(
+            x=[n for _, n, _ in own], y=[v for _, _, v in own], mode="markers", name=t("worth.runs_v", lang),
+            hovertext=[t("worth.run_v", lang, label=label, n=n, v=v) for label, n, v in own], hoverinfo="text",
+            marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)

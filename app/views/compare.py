@@ -1,5 +1,6 @@
-"""Compare drafters: the baseline and several drafters on one prompt and one target, run one
-after another in this session; the table and plots grow as each run finishes."""
+"""Compare drafters: the baseline and several drafters on one prompt and one target, warmed up, then
+timed in interleaved rounds (``core.comparison``); the table and plots grow as each run finishes,
+with medians, their range and a note where the timing cannot be trusted."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,42 +8,71 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core import UserError, metrics
-from core.api import build_decoder
+from core import metrics
+from core.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 from core.prometheus import lab_metrics
 from core.request import DecodeRequest
 
-from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..session import CompareRow, Session, ensure, measured_point, model_name
+from ..session import Session, comparison_points, ensure, model_name
 from .own_models import own_model_fields
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
+DEFAULT_REPEATS = 3
 COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
-           "col.wall", "col.speedup", "col.identical")
+           "col.ms_forward", "col.v", "col.wall", "col.speedup", "col.identical", "col.note")
 
 
-def draft_cost(result) -> str:
-    """Drafting time per verify time over the run's drafting steps (``core.metrics``)."""
-    cost = metrics.draft_cost(result.steps)
-    return "—" if cost is None else f"{cost:.2f}"
+def _spread(spread: Spread | None, spec: str, unit: str = "") -> str:
+    """"median (min–max)", the range left out for a single value."""
+    if spread is None:
+        return "—"
+    text = f"{spread.median:{spec}}{unit}"
+    return text if spread.low == spread.high else f"{text} ({spread.low:{spec}}–{spread.high:{spec}})"
 
 
-def table(rows: list[CompareRow], lang: str) -> pd.DataFrame:
-    """The comparison table; speedup is the baseline's wall time over the run's, same comparison."""
-    def identical(row: CompareRow) -> str:
-        return "—" if row.identical is None else ("✓" if row.identical else "✗")
+def row(comparison: Comparison, setup: TimedSetup, lang: str) -> list:
+    """One set-up's line: counts from its first timed run, costs over all its runs (``core.metrics``)."""
+    result, totals = setup.results[0], metrics.tally(setup.records)
+    cost = metrics.step_cost(setup.records, comparison.forward_s)
+    baseline = comparison.baseline.results[0]
+    identical = "—" if setup is comparison.baseline or result.settings["temperature"] > 0 else (
+        "✓" if result.tokens == baseline.tokens else "✗")
+    return [setup.label, result.new_tokens, result.target_forwards, round(totals.tau, 2),
+            "—" if not totals.draft_tokens else f"{totals.acceptance_rate:.1%}",
+            "—" if totals.draft_cost is None else f"{totals.draft_cost:.2f}",
+            f"{totals.verify_s_per_forward * 1000:.0f}", "—" if cost is None else f"{cost.verify:.2f}",
+            _spread(comparison.wall(setup), ".2f"), _spread(comparison.speedup(setup), ".2f", "×"), identical,
+            ", ".join(t("note." + flag, lang) for flag in comparison.flags(setup))]
 
-    data = [
-        [row.label, row.result.new_tokens, row.result.target_forwards, round(row.result.mean_accepted_tokens, 2),
-         "—" if not row.result.draft_tokens_proposed else f"{row.result.acceptance_rate:.1%}",
-         draft_cost(row.result), round(row.result.wall_s, 2), f"{row.speedup:.2f}×", identical(row)]
-        for row in rows
-    ]
-    return pd.DataFrame(data, columns=[t(c, lang) for c in COLUMNS])
+
+def table(comparison: Comparison | None, lang: str) -> pd.DataFrame:
+    """The set-ups that have timed runs so far; speedups against the baseline of the same round."""
+    setups = [] if comparison is None else [s for s in comparison.setups if s.results]
+    if setups and not comparison.baseline.results:
+        setups = []
+    return pd.DataFrame([row(comparison, s, lang) for s in setups], columns=[t(c, lang) for c in COLUMNS])
+
+
+def flag_lines(comparison: Comparison, lang: str) -> list[str]:
+    """A visible note for every set-up whose timing cannot be trusted as it stands."""
+    lines = []
+    for setup in comparison.setups:
+        flags = comparison.flags(setup)
+        speedup = comparison.speedup(setup)
+        if "above_tau" in flags:
+            lines.append(t("cmp.flag.above_tau", lang, label=setup.label, speedup=speedup.median, tau=setup.tau))
+        if "v_below_one" in flags:
+            v = metrics.verify_cost(setup.records, comparison.forward_s)
+            lines.append(t("cmp.flag.v_below_one", lang, label=setup.label, v=v))
+        if "noisy" in flags:
+            spread = max(s.relative for s in (comparison.wall(setup), speedup) if s is not None)
+            lines.append(t("cmp.flag.noisy", lang, label=setup.label, spread=spread, limit=NOISY_SPREAD))
+    return lines
 
 
 @dataclass
@@ -56,29 +86,15 @@ class CompareView:
         return [self.table, self.plot]
 
     def render(self, session: Session, lang: str) -> dict:
-        rows = session.compare_rows
-        if not rows:
-            return {self.table: table([], lang), self.plot: empty(t("hint.press_compare", lang))}
-        return {self.table: table(rows, lang),
-                self.plot: compare_figure([(r.label, r.result.steps) for r in rows], lang)}
-
-
-def _run_one(session: Session, request: DecodeRequest):
-    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way).
-    Every step is counted in the server's /metrics."""
-    decoder, prompt_ids = build_decoder(request)
-    steps = decoder.steps(prompt_ids)
-    with lab_metrics().request(model_name(request)) as meter:
-        for record in steps:
-            meter.observe(record)
-            if session.compare_stop:
-                steps.close()
-                break
-    return decoder.result
+        comparison = session.comparison
+        runs = [] if comparison is None else [(s.label, s.results[0].steps) for s in comparison.setups if s.results]
+        if not runs:
+            return {self.table: table(None, lang), self.plot: empty(t("hint.press_compare", lang))}
+        return {self.table: table(comparison, lang), self.plot: compare_figure(runs, lang)}
 
 
 def build_controls(labels: Labels, presets: list[str], default_preset: str, policy: ModelPolicy) -> list:
-    """The comparison's settings, in the order ``controls.compare_requests`` takes them."""
+    """The comparison's settings, in the order ``controls.compare_requests`` takes them, then the repeats."""
     with gr.Row():
         prompt = labels.make(gr.Textbox, DEFAULT_PROMPT, label="ctl.prompt", lines=2, scale=3, elem_id="cmp-prompt")
         preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=1)
@@ -91,8 +107,10 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
         temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
         seed = labels.make(gr.Number, 0, label="ctl.seed")
         max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="cmp-max-new")
+        repeats = labels.make(gr.Number, DEFAULT_REPEATS, label="ctl.repeats", info="ctl.repeats_info", precision=0,
+                              elem_id="cmp-repeats")
     own_target, own_draft = own_model_fields(labels, "cmp", policy)
-    return [prompt, preset, drafters, shapes, temperature, seed, max_new, own_target, own_draft]
+    return [prompt, preset, drafters, shapes, temperature, seed, max_new, own_target, own_draft, repeats]
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
@@ -102,7 +120,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         run_btn = labels.make(gr.Button, text="btn.compare", variant="primary", elem_id="cmp-run")
         stop_btn = labels.make(gr.Button, text="btn.stop", variant="stop", elem_id="cmp-stop")
     status = gr.Markdown(elem_id="cmp-status", elem_classes=["sdl-status"])
-    result_table = labels.make(gr.Dataframe, table([], labels.lang), label="panel.compare_table", interactive=False,
+    result_table = labels.make(gr.Dataframe, table(None, labels.lang), label="panel.compare_table", interactive=False,
                                elem_id="cmp-table")
     plot = labels.make(gr.Plot, label="panel.compare_plot", elem_id="cmp-plot")
     view = CompareView(status, result_table, plot)
@@ -110,9 +128,11 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_compare(lang_value, session, *values):
         session = ensure(session)
-        requests = compare_requests(lang_value, presets, *values, policy=policy)
-        with lab_metrics().queue(model_name(requests[0]), len(requests)) as queue:  # /metrics: waiting runs
-            yield from compare(view, state, session, requests, lang_value, queue)
+        *settings_values, repeats = values
+        requests = compare_requests(lang_value, presets, *settings_values, policy=policy)
+        rounds = number(repeats, "ctl.repeats", lang_value, 1, MAX_REPEATS, integer=True)
+        with lab_metrics().queue(model_name(requests[0]), len(requests) * rounds) as queue:  # /metrics: waiting
+            yield from compare(view, state, session, requests, rounds, lang_value, queue)
 
     @guarded(status)
     def on_stop(lang_value, session):
@@ -126,33 +146,45 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     return view
 
 
-def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], lang: str, queue):
-    """Run the requests one after another (the baseline first), yielding the page after each;
-    ``queue`` tells /metrics how many are still waiting."""
+def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], repeats: int,
+            lang: str, queue):
+    """Warm up, then time the requests in interleaved rounds (``core.comparison``), yielding the page as it
+    grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting)."""
     session.compare_stop = False
-    session.compare_rows = []
-    skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
-    for i, request in enumerate(requests):
-        line = t("cmp.running", lang, i=i + 1, n=len(requests), label=request.label())
-        yield {state: session, view.status: "<br>".join([line, *skipped])}
-        queue.take()
-        try:
-            result = _run_one(session, request)
-        except UserError as e:
-            if not request.drafter_class.drafts:
-                raise
-            skipped.append(t("cmp.skipped", lang, label=request.label(), reason=e))
+    session.comparison = None
+    for progress in run_comparison(requests, repeats, should_stop=lambda: session.compare_stop, metered=_metered):
+        session.comparison = comparison = progress.comparison
+        if progress.phase == "timed" and progress.setup is not None:
+            queue.take()
+        skipped = [t("cmp.skipped", lang, label=label, reason=why) for label, why in comparison.skipped]
+        if progress.setup is None and progress.phase == "timed":
+            yield view.render(session, lang)
             continue
-        if result.stop_reason == "cancelled":
-            yield {view.status: t("cmp.stopped", lang, after=result.kv["blocks_in_use_after"])}
-            return
-        baseline = session.compare_rows[0].result if session.compare_rows else result
-        speedup = baseline.wall_s / result.wall_s if result.wall_s > 0 else 0.0
-        identical = result.tokens == baseline.tokens if request.temperature == 0 else None
-        row = CompareRow(request.label(), result, speedup, identical if i > 0 else None)
-        session.compare_rows.append(row)
-        if request.drafter_class.drafts:
-            session.points.append(measured_point(row.label, result, speedup))
-        yield view.render(session, lang)
-    done = t("cmp.done", lang, n=len(session.compare_rows))
-    yield {view.status: "<br>".join([done, *skipped]), **view.render(session, lang)}
+        yield {state: session, view.status: "<br>".join([_progress_line(progress, len(requests), lang), *skipped])}
+    comparison = session.comparison
+    if comparison.stopped is not None:
+        yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
+               **view.render(session, lang)}
+        return
+    session.cost_curve, session.cost_target = comparison.curve, comparison.baseline.results[0].target
+    session.points += comparison_points(comparison)
+    done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
+    lines = [done, *flag_lines(comparison, lang), *skipped]
+    yield {state: session, view.status: "<br>".join(lines), **view.render(session, lang)}
+
+
+def _metered(request: DecodeRequest):
+    """Count a timed run's steps in the server's /metrics."""
+    return lab_metrics().request(model_name(request))
+
+
+def _progress_line(progress: Progress, total: int, lang: str) -> str:
+    comparison = progress.comparison
+    if progress.phase == "cost":
+        return t("cmp.cost", lang)
+    if progress.phase == "warmup":
+        done = len(comparison.setups) + len(comparison.skipped)
+        return t("cmp.warmup", lang, i=done + 1, n=total, label=progress.setup.label)
+    i = comparison.setups.index(progress.setup)
+    return t("cmp.running", lang, round=progress.round, rounds=comparison.repeats, i=i + 1, n=len(comparison.setups),
+             label=progress.setup.label)

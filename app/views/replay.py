@@ -48,7 +48,7 @@ class ReplayView:
         index = session.replay_index
         out = self.panels.render(trace.header.get("prompt", ""), trace.steps, lang, upto=index)
         out[self.header] = header_markdown(session, lang)
-        out[self.summary] = summary_markdown(trace.summary, lang)
+        out[self.summary] = summary_markdown(trace.summary, lang, trace.steps)
         # a slider needs minimum < maximum, also for a one-step trace
         out[self.slider] = gr.update(minimum=1, maximum=max(2, len(trace.steps)), value=index + 1)
         return out

@@ -39,7 +39,7 @@ class StepperView:
                     self.download: gr.update(value=None, interactive=False)}
         out = self.panels.render(run.prompt, run.records, lang)
         out[self.status] = self._status_line(run, session, lang)
-        out[self.summary] = summary_markdown(run.result.to_dict(), lang) if run.done else ""
+        out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
         return out
 
     def _status_line(self, run: Run, session: Session, lang: str) -> str:
@@ -148,7 +148,8 @@ class StepperHandlers:
         if record is not None and run.done:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            session.points.append(measured_point(run.request.label(), run.result))
+            session.points.append(measured_point(run.request.label(), run.result.steps, int(run.result.settings["k"]),
+                                                 curve=session.curve_for(run.result.target)))
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):

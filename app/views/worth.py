@@ -1,4 +1,5 @@
-"""Worth it? The expected-speedup model with sliders, and this session's measured runs as points."""
+"""Worth it? The expected-speedup model with sliders, the machine's verify-cost curve v(n), and this
+session's measured runs as points, each Compare run's predicted speedup beside its measured one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
+from core.cost import CostCurve
 from core.theory import tokens_per_verify, wallclock_speedup
 
 from ..controls import number
@@ -15,25 +17,34 @@ from ..i18n import t
 from ..labels import Labels
 from ..session import Session, ensure
 
-POINT_COLUMNS = ("col.run", "col.alpha", "col.k", "col.c", "col.tau", "col.tau_model", "col.speedup",
-                 "col.speedup_model")
+POINT_COLUMNS = ("col.run", "col.alpha", "col.k", "col.draft_cost", "col.c", "col.tau", "col.tau_model", "col.v",
+                 "col.v_model", "col.speedup", "col.speedup_model", "col.off_by")
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def points_table(points: list[MeasuredPoint], lang: str) -> pd.DataFrame:
+    """Measured and modelled side by side; draft time / verify time is ``core.metrics.draft_cost``, as in Compare."""
     data = [
-        [p.label, round(p.alpha, 3), p.k, round(p.c, 3), round(p.tokens_per_verify, 2),
-         round(tokens_per_verify(p.alpha, p.k), 2), "—" if p.speedup is None else f"{p.speedup:.2f}×",
-         f"{wallclock_speedup(p.alpha, p.k, p.c):.2f}×"]
+        [p.label, round(p.alpha, 3), p.k, _fmt(p.draft_cost, ".2f"), _fmt(p.c, ".3f"), round(p.tokens_per_verify, 2),
+         round(tokens_per_verify(p.alpha, p.k), 2), _fmt(p.v, ".2f"), _fmt(p.v_model, ".2f"),
+         _fmt(p.speedup, ".2f") + ("×" if p.speedup is not None else ""),
+         _fmt(p.predicted, ".2f") + ("×" if p.predicted is not None else ""),
+         _fmt(p.predicted / p.speedup if p.predicted and p.speedup else None, ".2f")]
         for p in points
     ]
     return pd.DataFrame(data, columns=[t(c, lang) for c in POINT_COLUMNS])
 
 
-def readout(alpha: float, k: int, c: float, lang: str) -> str:
+def readout(alpha: float, k: int, c: float, lang: str, curve: CostCurve | None = None) -> str:
+    v = curve.v(k + 1) if curve is not None else 1.0
     tau = tokens_per_verify(alpha, k)
-    speedup = wallclock_speedup(alpha, k, c)
+    speedup = wallclock_speedup(alpha, k, c, v)
     verdict = t("worth.faster" if speedup > 1 else "worth.slower", lang)
-    return t("worth.readout", lang, alpha=alpha, k=k, c=c, tau=tau, speedup=speedup, verdict=verdict)
+    line = t("worth.readout", lang, alpha=alpha, k=k, c=c, n=k + 1, v=v, tau=tau, speedup=speedup, verdict=verdict)
+    return line if curve is not None else line + "<br>" + t("worth.no_curve", lang)
 
 
 @dataclass
@@ -48,8 +59,9 @@ class WorthView:
         return [self.readout, self.plot, self.table]
 
     def render(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
-        return {self.readout: readout(alpha, k, c, lang),
-                self.plot: worth_figure(alpha, k, c, session.points, lang),
+        curve = session.cost_curve
+        return {self.readout: readout(alpha, k, c, lang, curve),
+                self.plot: worth_figure(alpha, k, c, session.points, lang, curve),
                 self.table: points_table(session.points, lang)}
 
 
@@ -82,7 +94,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
         if not session.points:
             return {status: t("worth.no_runs", lang_value)}
         p = session.points[-1]
-        a, cc = min(round(p.alpha, 2), 0.99), min(round(p.c, 2), 1.0)
+        a, cc = min(round(p.alpha, 2), 0.99), min(round(p.c or 0.0, 2), 1.0)
         return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.render(session, lang_value, a, p.k, cc)}
 
     outputs = [state, status, alpha, k, c, text, plot, table]
