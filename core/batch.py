@@ -23,7 +23,7 @@ from typing import Iterator
 
 from .engine import SpeculativeDecoder
 from .errors import UserError
-from .forward import chain_parents, head_rows, run_batch
+from .forward import chain_parents, head_rows, run_batch_body
 from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache
 from .records import RunResult, StepRecord
@@ -162,11 +162,11 @@ class BatchDecoder:
     def _forward(self, forward: PagedForward, which: list[int], input_ids, parents, head: bool = False):
         """One target forward for requests ``which``: per request its logits (with ``head``: the LM head
         over every request's rows in one product; else None) and the hidden layers its drafter asked for."""
-        outs = run_batch(self.target.model, forward, [self.decoders[i].kv for i in which], input_ids, parents,
-                         self.hidden_layers)
+        kvs = [self.decoders[i].kv for i in which]
+        outs = run_batch_body(self.target.model, forward, kvs, input_ids, parents, self.hidden_layers)
         logits = head_rows(LMHead.of(self.target.model), [o.last_hidden for o in outs]) if head else [None] * len(outs)
-        return [(rows, [out.hidden[self.hidden_layers.index(layer)] for layer in self.decoders[i].drafter.hidden_layers])
-                for i, rows, out in zip(which, logits, outs)]
+        layers = [[self.hidden_layers.index(layer) for layer in self.decoders[i].drafter.hidden_layers] for i in which]
+        return [(rows, [out.hidden[j] for j in mine]) for rows, out, mine in zip(logits, outs, layers)]
 
 
 def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft", **options) -> BatchDecoder:

@@ -1,6 +1,6 @@
 """Model forwards over segments of new tokens, through paged KV caches: one request, or a batch.
 
-``run_segment`` / ``run_batch`` run the decoder body only and return hidden states: the caller
+``run_segment`` / ``run_batch_body`` run the decoder body only and return hidden states: the caller
 applies the LM head (``core.head``) to the rows it needs, if any. ``forward_segment`` /
 ``forward_batch`` add the head over every row, for callers that want all the logits.
 """
@@ -62,7 +62,7 @@ def forward_segment(
 
 
 @torch.inference_mode()
-def run_batch(
+def run_batch_body(
     model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
     segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
 ) -> list[SegmentOutput]:
@@ -98,11 +98,11 @@ def forward_batch(
     model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
     segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
 ) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
-    """``run_batch`` plus the LM head over every request's new tokens (one product for all of them).
+    """``run_batch_body`` plus the LM head over every request's new tokens (one product for all of them).
 
     Returns, per request, ``(logits [len(input_ids[b]), vocab] float32, [hidden per layer])``.
     """
-    outs = run_batch(model, forward, kvs, input_ids, segment_parents, hidden_layers)
+    outs = run_batch_body(model, forward, kvs, input_ids, segment_parents, hidden_layers)
     logits = head_rows(LMHead.of(model), [out.last_hidden for out in outs])
     return [(rows, out.hidden) for rows, out in zip(logits, outs)]
 
