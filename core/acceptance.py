@@ -9,19 +9,56 @@ Glossary (after vLLM's rejection sampler):
 * **target** -- the plain next token when nothing was drafted (the baseline, or a drafter that
   found nothing to propose).
 
-Both rules are pure functions of the tree and the target's distributions; randomness comes only
-from the ``torch.Generator`` passed in.
+Both rules are pure functions of the tree and a ``TargetView`` of the verify; randomness comes
+only from the ``torch.Generator`` passed in.
 
-``target_probs`` rows follow the verify input ``[root] + tree nodes``: row 0 is the target's
+The view's rows follow the verify input ``[root] + tree nodes``: row 0 is the target's
 next-token distribution after the root, row ``i + 1`` the one after node ``i``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from .tree import DraftTree
+
+
+@dataclass(frozen=True)
+class TargetView:
+    """What the acceptance rules read of a verify: per row the target's argmax, and its law on demand.
+
+    The logits stay where the forward left them (the model's device); nothing of vocabulary size is
+    computed until a rule asks for it. Greedy decoding reads ``argmax`` only; sampling reads
+    ``probs(row)`` for the rows it visits; a StepRecord reads ``node_probs``.
+    """
+
+    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view)
+    temperature: float  # > 0: the law is softmax(logits / temperature); 0: greedy (the law at temperature 1)
+    argmax: tuple[int, ...]  # [1 + len(tree)], the target's greedy token after each row
+
+    @classmethod
+    def of(cls, logits: torch.Tensor, temperature: float = 0.0) -> TargetView:
+        return cls(logits, float(temperature), tuple(logits.argmax(dim=-1).tolist()))
+
+    @property
+    def _scale(self) -> float:
+        return self.temperature if self.temperature > 0 else 1.0
+
+    def probs(self, row: int) -> torch.Tensor:
+        """target_probs after row ``row``: ``[vocab]``, summing to 1."""
+        return torch.softmax(self.logits[row] / self._scale, dim=-1)
+
+    def node_probs(self, tree: DraftTree) -> list[float]:
+        """Per node i, target_probs[parent(i) + 1][token i]: ``exp(z / T - logsumexp(row / T))``, over
+        only the rows that are some node's parent (no full softmax)."""
+        if not len(tree):
+            return []
+        rows = sorted({parent + 1 for parent in tree.parents})
+        log_total = dict(zip(rows, torch.logsumexp(self.logits[rows] / self._scale, dim=-1).tolist()))
+        picked = self.logits[[p + 1 for p in tree.parents], tree.tokens].tolist()
+        return [math.exp(z / self._scale - log_total[p + 1]) for z, p in zip(picked, tree.parents)]
 
 
 @dataclass(frozen=True)
@@ -37,12 +74,9 @@ def _next_kind(tree: DraftTree, had_children: bool) -> str:
     return "bonus" if len(tree) else "target"
 
 
-def greedy_accept(tree: DraftTree, target_probs: torch.Tensor) -> Acceptance:
-    """Follow the child equal to the target's argmax; stop at the first miss or a leaf.
-
-    target_probs: [1 + len(tree), vocab] (logits work too: only the argmax matters).
-    """
-    target_argmax = target_probs.argmax(dim=-1).tolist()
+def greedy_accept(tree: DraftTree, target: TargetView) -> Acceptance:
+    """Follow the child equal to the target's argmax; stop at the first miss or a leaf."""
+    target_argmax = target.argmax
     accepted: list[int] = []
     node, row = -1, 0
     while True:
@@ -63,7 +97,7 @@ def residual_probs(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> tor
     return residual / total
 
 
-def speculative_accept(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator) -> Acceptance:
+def speculative_accept(tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
     """Speculative sampling (Leviathan et al., Chen et al.) extended to trees.
 
     At each node on the path, its children are tried in order (recursive rejection sampling,
@@ -72,14 +106,13 @@ def speculative_accept(tree: DraftTree, target_probs: torch.Tensor, generator: t
     sibling. When every child is rejected the correction is drawn from what is left; after a
     leaf the bonus token is drawn from the target's law. Each sibling's ``draft_dists`` must be
     the law it was drawn from (with earlier siblings removed when drawn without replacement);
-    then the emitted token follows the target's law exactly.
-
-    target_probs: [1 + len(tree), vocab], rows summing to 1.
+    then the emitted token follows the target's law exactly. Only the rows on the path are
+    turned into distributions.
     """
     accepted: list[int] = []
     node, row = -1, 0
     while True:
-        target_dist = target_probs[row]
+        target_dist = target.probs(row)
         children = tree.children(node)
         chosen = None
         for child in children:

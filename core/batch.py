@@ -26,7 +26,8 @@ from typing import Iterator
 
 from .engine import SpeculativeDecoder
 from .errors import UserError
-from .forward import chain_parents, forward_batch
+from .forward import chain_parents, head_rows, run_batch_body
+from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache
 from .records import KVStepRecord, RunResult, StepRecord
 from .tree import with_root
@@ -220,20 +221,23 @@ class BatchDecoder:
         proposals = {i: self.decoders[i].propose_step() for i in running}
         inputs = [[proposals[i].root] + proposals[i].tree.tokens for i in running]
         t0 = perf_counter()
-        outs = self._forward(forward, running, inputs, [with_root(proposals[i].tree.parents) for i in running])
+        outs = self._forward(forward, running, inputs, [with_root(proposals[i].tree.parents) for i in running],
+                             head=True)
         verify_s = perf_counter() - t0
         records = {}
         for i, (logits, hidden) in zip(running, outs):
             decoder = self.decoders[i]
-            records[i] = decoder.finish_step(proposals[i], decoder.target_probs(logits), hidden, verify_s)
+            records[i] = decoder.finish_step(proposals[i], decoder.target_view(logits), hidden, verify_s)
         return records, verify_s, max(len(row) for row in inputs)
 
-    def _forward(self, forward: PagedForward, which: list[int], input_ids, parents):
-        """One target forward for requests ``which``; each gets the hidden layers its drafter asked for."""
-        outs = forward_batch(self.target.model, forward, [self.decoders[i].kv for i in which], input_ids, parents,
-                             self.hidden_layers)
-        return [(logits, [hidden[self.hidden_layers.index(layer)] for layer in self.decoders[i].drafter.hidden_layers])
-                for i, (logits, hidden) in zip(which, outs)]
+    def _forward(self, forward: PagedForward, which: list[int], input_ids, parents, head: bool = False):
+        """One target forward for requests ``which``: per request its logits (with ``head``: the LM head
+        over every request's rows in one product; else None) and the hidden layers its drafter asked for."""
+        kvs = [self.decoders[i].kv for i in which]
+        outs = run_batch_body(self.target.model, forward, kvs, input_ids, parents, self.hidden_layers)
+        logits = head_rows(LMHead.of(self.target.model), [o.last_hidden for o in outs]) if head else [None] * len(outs)
+        layers = [[self.hidden_layers.index(layer) for layer in self.decoders[i].drafter.hidden_layers] for i in which]
+        return [(rows, [out.hidden[j] for j in mine]) for rows, out, mine in zip(logits, outs, layers)]
 
 
 def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft", max_batch: int | None = None,

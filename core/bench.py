@@ -5,7 +5,9 @@ repeat) after a warm-up, so slow drifts of the machine hit all of them alike. Sp
 per-prompt ratios of wall time against the ``none`` baseline measured in the same run
 (median over prompts); with ``--compare-hf`` transformers' own ``generate()`` -- plain,
 assisted generation with the same draft model, and prompt lookup -- is measured the same
-way, so our ratios stand beside theirs. ``--batch-sweep`` adds the batch-size study
+way, so our ratios stand beside theirs. ``verify_ratio`` (``core.verify_cost``) is the cost of
+verifying n tokens against one forward, for the target and the draft, with and without the LM
+head. ``--batch-sweep`` adds the batch-size study
 (``core.sweep``): throughput of each drafter against batch size, and the target's forward latency
 against query tokens x batch.
 """
@@ -30,6 +32,7 @@ from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
 from .request import DecodeRequest, split_spec
 from .sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes
+from .verify_cost import VERIFY_CONTEXT, VERIFY_REPEATS, measure_verify_cost, verify_markdown
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class BenchConfig:
     overhead: bool = False  # also time the first drafter with step records off
     threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
     batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
+    verify_repeats: int = VERIFY_REPEATS  # passes of the verify-cost probe (core.verify_cost)
     device: str = "auto"
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
@@ -220,9 +224,21 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         if "assisted" not in hf_summary:
             result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
                                                 "assistant must emit the target's own ids"}
+    result["verify_ratio"] = verify_study(config, prompts, log)
     if sizes:
         result.update(batch_study(config, sizes, prompts, log))
     return result
+
+
+def verify_study(config: BenchConfig, prompts: list[str], log: Callable[[str], None]) -> dict:
+    """``verify_ratio`` of the target and (when the preset or --draft names one) the draft model."""
+    preset = resolve_preset(config.preset)
+    models = {"target": load_model(config.target or preset.target, config.device)}
+    if config.draft or preset.draft:
+        models["draft"] = load_model(config.draft or preset.draft, config.device)
+    log(f"verify cost: {', '.join(models)}, with and without the LM head")
+    return measure_verify_cost(models, latency_context(models["target"], prompts, VERIFY_CONTEXT),
+                               repeats=config.verify_repeats)
 
 
 def hardware_name(device: torch.device) -> str:
@@ -283,7 +299,7 @@ def markdown_table(result: dict) -> str:
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
-    return "\n".join(lines + sweep_markdown(result)) + "\n"
+    return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
 
 
 def sweep_markdown(result: dict) -> list[str]:
@@ -328,9 +344,27 @@ def write_outputs(result: dict, out_dir: str | Path) -> None:
     figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
     figure.update_layout(title="Speedup over each side's own plain decoding (median over prompts)",
                          yaxis_title="speedup ×")
-    figures = [figure]
+    figures = [figure, *verify_figures(result)]
     if result.get("batch_sweep"):
         figures.append(sweep_figure(result).update_layout(height=480))
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures))
     (out / "bench.html").write_text(f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>",
                                     encoding="utf-8")
+
+
+def verify_figures(result: dict) -> list:
+    """verify_ratio against n: one line per model and head setting, the y = 1 line for reference."""
+    import plotly.graph_objects as go
+
+    rows = (result.get("verify_ratio") or {}).get("rows") or []
+    if not rows:
+        return []
+    figure = go.Figure()
+    for model, lm_head in dict.fromkeys((r["model"], r["lm_head"]) for r in rows):
+        mine = [r for r in rows if r["model"] == model and r["lm_head"] == lm_head]
+        figure.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["verify_ratio"] for r in mine], mode="lines+markers",
+                                    name=f"{model} {'with' if lm_head else 'without'} LM head"))
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(title="Verify cost: time of n new tokens ÷ time of 1", xaxis_title="tokens verified (n)",
+                         yaxis_title="verify(n) / forward(1)")
+    return [figure]

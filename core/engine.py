@@ -13,9 +13,10 @@ from typing import Iterator
 
 import torch
 
-from .acceptance import Acceptance, greedy_accept, node_status, speculative_accept
+from .acceptance import Acceptance, TargetView, greedy_accept, node_status, speculative_accept
 from .drafters.base import Drafter, ProposeContext
-from .forward import chain_parents, forward_segment
+from .forward import SegmentOutput, chain_parents, run_segment
+from .head import LMHead
 from .kv_cache import CommitStats, PagedKVCache, RequestKV
 from .models import LoadedModel
 from .metrics import Tallies
@@ -129,24 +130,24 @@ class SpeculativeDecoder:
         ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator)
         return self.drafter.propose(ctx)
 
-    def verify(self, root: int, tree: DraftTree) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
         """ONE target forward over [root] + tree.
 
-        Returns target_probs ``[1 + len(tree), vocab]`` on CPU, and the hidden states the drafter
-        asked for (``[1 + len(tree), hidden_size]`` each).
+        Returns the TargetView the acceptance rule reads (logits ``[1 + len(tree), vocab]`` kept on
+        the model's device), and the hidden states the drafter asked for
+        (``[1 + len(tree), hidden_size]`` each).
         """
-        logits, hidden = self._forward([root] + tree.tokens, with_root(tree.parents))
-        return self.target_probs(logits), hidden
+        out = self._forward([root] + tree.tokens, with_root(tree.parents))
+        return self.target_view(LMHead.of(self.target.model)(out.last_hidden)), out.hidden
 
-    def target_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """Verify logits ``[n, vocab]`` -> the target's law at this run's temperature, on CPU."""
-        temperature = self.settings.temperature if self.settings.temperature > 0 else 1.0
-        return torch.softmax(logits / temperature, dim=-1).cpu()
+    def target_view(self, logits: torch.Tensor) -> TargetView:
+        """Verify logits ``[n, vocab]`` -> what the acceptance rule reads, at this run's temperature."""
+        return TargetView.of(logits, self.settings.temperature)
 
-    def accept(self, tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator) -> Acceptance:
+    def accept(self, tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:
-            return speculative_accept(tree, target_probs, generator)
-        return greedy_accept(tree, target_probs)
+            return speculative_accept(tree, target, generator)
+        return greedy_accept(tree, target)
 
     def commit(self, root: int, tree: DraftTree, acceptance: Acceptance, hidden: list[torch.Tensor]) -> CommitStats:
         rows = [0] + [node + 1 for node in acceptance.accepted]
@@ -156,11 +157,11 @@ class SpeculativeDecoder:
         return stats
 
     def prefill(self, prompt_ids: list[int]) -> None:
-        """The prompt but its last token into the cache; the last becomes the first root."""
+        """The prompt but its last token into the cache (the body only: no logits are needed); the
+        last becomes the first root."""
         prefix = list(prompt_ids[:-1])
         if prefix:
-            _, hidden = self._forward(prefix, chain_parents(len(prefix)))
-            self.prefilled(prefix, hidden)
+            self.prefilled(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
 
     def prefilled(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
         """The prefix's K/V were just written: keep them, and show the drafter the target's hidden states."""
@@ -168,10 +169,8 @@ class SpeculativeDecoder:
         self.kv.commit(rows)
         self._observe(prefix, hidden, rows)
 
-    def _forward(self, tokens: list[int], segment_parents: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        layers = self.drafter.hidden_layers
-        out = forward_segment(self.target.model, self.kv, tokens, segment_parents, layers)
-        return out if layers else (out, [])
+    def _forward(self, tokens: list[int], segment_parents: list[int]) -> SegmentOutput:
+        return run_segment(self.target.model, self.kv, tokens, segment_parents, self.drafter.hidden_layers)
 
     def _observe(self, tokens: list[int], hidden: list[torch.Tensor], rows: list[int]) -> None:
         if self.drafter.hidden_layers:
@@ -186,8 +185,8 @@ class SpeculativeDecoder:
             while not self.finished:
                 proposal = self.propose_step()
                 t0 = perf_counter()
-                target_probs, hidden = self.verify(proposal.root, proposal.tree)
-                record = self.finish_step(proposal, target_probs, hidden, verify_s=perf_counter() - t0)
+                target, hidden = self.verify(proposal.root, proposal.tree)
+                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0)
                 self.tally.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.tally.resume()
@@ -228,11 +227,11 @@ class SpeculativeDecoder:
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
         return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
 
-    def finish_step(self, proposal: Proposal, target_probs: torch.Tensor, hidden: list[torch.Tensor],
+    def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
         """accept -> commit -> emit -> tally -> stop rules -> record."""
         run, tree = self.tally, proposal.tree
-        acceptance = self.accept(tree, target_probs, self.generator)
+        acceptance = self.accept(tree, target, self.generator)
         commit = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
         step = run.totals.steps
@@ -244,7 +243,7 @@ class SpeculativeDecoder:
         if not self.settings.record:
             return None
         outcome = _StepOutcome(
-            step, proposal.root, tree, target_probs, acceptance, emitted.tokens, emitted.kinds, commit,
+            step, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
             proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s, finished=self.finished,
         )
         record = self._record(outcome, self.text, len(run.new_tokens), run.totals.steps)
@@ -305,6 +304,7 @@ class SpeculativeDecoder:
         tree, acceptance = o.tree, o.acceptance
         status = node_status(tree, acceptance.accepted)
         depths = tree.depths
+        target_probs = o.target.node_probs(tree)
         nodes = [
             NodeRecord(
                 id=i,
@@ -313,7 +313,7 @@ class SpeculativeDecoder:
                 parent=tree.parents[i],
                 depth=depths[i],
                 draft_prob=round(tree.draft_probs[i], 6),
-                target_prob=round(float(o.target_probs[tree.parents[i] + 1, tree.tokens[i]]), 6),
+                target_prob=round(target_probs[i], 6),
                 status=status[i],
                 proposer=tree.proposer[i],
             )
@@ -368,7 +368,7 @@ class _StepOutcome:
     step: int
     root: int
     tree: DraftTree
-    target_probs: torch.Tensor  # [1 + len(tree), vocab]
+    target: TargetView
     acceptance: Acceptance
     emitted: list[int]
     kinds: list[str]

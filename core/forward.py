@@ -1,10 +1,26 @@
-"""Model forwards over segments of new tokens, through paged KV caches: one request, or a batch."""
+"""Model forwards over segments of new tokens, through paged KV caches: one request, or a batch.
+
+``run_segment`` / ``run_batch_body`` run the decoder body only and return hidden states: the caller
+applies the LM head (``core.head``) to the rows it needs, if any. ``forward_segment`` /
+``forward_batch`` add the head over every row, for callers that want all the logits.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
+from .head import LMHead
 from .kv_cache import PagedForward, RequestKV
 from .tree import attention_mask, position_ids
+
+
+@dataclass(frozen=True)
+class SegmentOutput:
+    """The body's output for one request's new tokens."""
+
+    last_hidden: torch.Tensor  # [n, hidden_size], after the final norm: the LM head's input
+    hidden: list[torch.Tensor]  # per requested hidden layer, [n, hidden_size]
 
 
 def chain_parents(n: int) -> list[int]:
@@ -13,40 +29,49 @@ def chain_parents(n: int) -> list[int]:
 
 
 @torch.inference_mode()
-def forward_segment(
+def run_segment(
     model, kv: RequestKV, input_ids: list[int], segment_parents: list[int], hidden_layers: tuple[int, ...] = ()
-):
-    """Run ``input_ids`` -- the last ``len(input_ids)`` entries of this step's segment -- through ``model``.
+) -> SegmentOutput:
+    """Run ``input_ids`` -- the last ``len(input_ids)`` entries of this step's segment -- through the
+    body of ``model``, writing their K/V into ``kv``.
 
     The segment is what this step has written after the committed prefix: ``segment_parents``
     covers the entries already pending in ``kv`` followed by the new ones. Each new token sees
     the committed prefix and its own ancestors; its position is prefix length + depth - 1.
-
-    Returns logits ``[len(input_ids), vocab]`` (float32); with ``hidden_layers`` (indices into
-    transformers' ``hidden_states``: 0 = embeddings, -1 = the last layer after the final norm)
-    returns ``(logits, [hidden [len(input_ids), hidden_size] per requested layer])``.
+    ``hidden_layers`` are indices into transformers' ``hidden_states`` (0 = embeddings, -1 = the
+    last layer after the final norm).
     """
     mask, positions = _segment_inputs(model, kv, len(input_ids), segment_parents)
     cache = kv.begin_forward(kv.allocate(len(input_ids)))
     out = _run(model, torch.tensor([input_ids], dtype=torch.long, device=model.device), mask, positions, cache,
                hidden_layers)
-    logits = out.logits[0].float()
-    if not hidden_layers:
-        return logits
-    return logits, [out.hidden_states[i][0] for i in hidden_layers]
+    return SegmentOutput(out.last_hidden_state[0], [out.hidden_states[i][0] for i in hidden_layers])
+
+
+def forward_segment(
+    model, kv: RequestKV, input_ids: list[int], segment_parents: list[int], hidden_layers: tuple[int, ...] = ()
+):
+    """``run_segment`` plus the LM head over every new token.
+
+    Returns logits ``[len(input_ids), vocab]`` (float32); with ``hidden_layers`` returns
+    ``(logits, [hidden [len(input_ids), hidden_size] per requested layer])``.
+    """
+    out = run_segment(model, kv, input_ids, segment_parents, hidden_layers)
+    logits = LMHead.of(model)(out.last_hidden)
+    return (logits, out.hidden) if hidden_layers else logits
 
 
 @torch.inference_mode()
-def forward_batch(
+def run_batch_body(
     model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
     segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
-) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
-    """``forward_segment`` for several requests of one pool in ONE model forward.
+) -> list[SegmentOutput]:
+    """``run_segment`` for several requests of one pool in ONE forward of the body.
 
     Request b's new tokens are query rows ``0 .. len(input_ids[b]) - 1`` of batch row b; shorter
     rows are padded (pad tokens are never written to the cache, and see one key only), and
-    each row's 4D mask hides the other rows' padding keys. Returns, per request,
-    ``(logits [len(input_ids[b]), vocab] float32, [hidden [len(input_ids[b]), hidden_size] per layer])``.
+    each row's 4D mask hides the other rows' padding keys. Returns one SegmentOutput per request,
+    without the padding rows.
     """
     n_query = max(len(ids) for ids in input_ids)
     parts = [_segment_inputs(model, kv, len(ids), parents) for kv, ids, parents in zip(kvs, input_ids, segment_parents)]
@@ -63,11 +88,29 @@ def forward_batch(
         positions[b, :n] = row_positions[0]
         ids[b, :n] = torch.tensor(row_ids, dtype=torch.long)
     out = _run(model, ids, mask, positions, cache, hidden_layers)
-    logits = out.logits.float()
     return [
-        (logits[b, : len(row)], [out.hidden_states[i][b, : len(row)] for i in hidden_layers])
+        SegmentOutput(out.last_hidden_state[b, : len(row)], [out.hidden_states[i][b, : len(row)] for i in hidden_layers])
         for b, row in enumerate(input_ids)
     ]
+
+
+def forward_batch(
+    model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
+    segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
+) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
+    """``run_batch_body`` plus the LM head over every request's new tokens (one product for all of them).
+
+    Returns, per request, ``(logits [len(input_ids[b]), vocab] float32, [hidden per layer])``.
+    """
+    outs = run_batch_body(model, forward, kvs, input_ids, segment_parents, hidden_layers)
+    logits = head_rows(LMHead.of(model), [out.last_hidden for out in outs])
+    return [(rows, out.hidden) for rows, out in zip(logits, outs)]
+
+
+def head_rows(head: LMHead, hidden: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The LM head over several requests' rows in one product: ``[n_b, vocab]`` logits per request."""
+    logits = head(torch.cat(hidden))
+    return list(logits.split([h.shape[0] for h in hidden]))
 
 
 def _segment_inputs(model, kv: RequestKV, n_query: int, segment_parents: list[int]):
@@ -80,5 +123,6 @@ def _segment_inputs(model, kv: RequestKV, n_query: int, segment_parents: list[in
 
 
 def _run(model, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache, hidden_layers):
-    return model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                 output_hidden_states=bool(hidden_layers))
+    """The decoder body (no LM head): ``last_hidden_state`` and, if asked, ``hidden_states``."""
+    return model.get_decoder()(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache,
+                               use_cache=True, output_hidden_states=bool(hidden_layers))

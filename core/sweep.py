@@ -167,10 +167,10 @@ def measure_latency(target: LoadedModel, sizes: tuple[int, ...], context: list[i
     return rows
 
 
-def latency_context(target: LoadedModel, prompts: list[str]) -> list[int]:
-    """LATENCY_CONTEXT real token ids (the prompts' own, repeated)."""
+def latency_context(target: LoadedModel, prompts: list[str], length: int = LATENCY_CONTEXT) -> list[int]:
+    """``length`` real token ids (the prompts' own, repeated)."""
     ids = [t for p in prompts for t in target.tokenizer(p).input_ids]
-    return (ids * (LATENCY_CONTEXT // max(1, len(ids)) + 1))[:LATENCY_CONTEXT]
+    return (ids * (length // max(1, len(ids)) + 1))[:length]
 
 
 def _sync(device: torch.device) -> None:

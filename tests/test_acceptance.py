@@ -2,7 +2,7 @@
 import torch
 from scipy.stats import chisquare
 
-from core.acceptance import greedy_accept, node_status, residual_probs, speculative_accept
+from core.acceptance import TargetView, greedy_accept, node_status, residual_probs, speculative_accept
 from core.drafters.base import pick_children
 from core.tree import DraftTree
 
@@ -11,6 +11,11 @@ def one_hot(i, n=5):
     v = torch.zeros(n)
     v[i] = 1.0
     return v
+
+
+def view(target_probs):
+    """A TargetView whose law at temperature 1 is ``target_probs`` (rows summing to 1)."""
+    return TargetView.of(target_probs.log(), 1.0)
 
 
 def chain(tokens, dists):
@@ -35,7 +40,7 @@ def test_forced_accept_accept_reject_gives_the_exact_tokens():
         one_hot(0),  # after node 2 (never used)
     ])
     for seed in range(20):
-        result = speculative_accept(tree, target_probs, torch.Generator().manual_seed(seed))
+        result = speculative_accept(tree, view(target_probs), torch.Generator().manual_seed(seed))
         assert result.accepted == (0, 1)
         assert result.next_token == 4
         assert result.next_kind == "correction"
@@ -45,7 +50,7 @@ def test_forced_accept_accept_reject_gives_the_exact_tokens():
 def test_full_acceptance_draws_the_bonus_from_the_last_row():
     tree = chain([1, 2], [one_hot(1), one_hot(2)])
     target_probs = torch.stack([one_hot(1), one_hot(2), one_hot(3)])
-    result = speculative_accept(tree, target_probs, torch.Generator().manual_seed(0))
+    result = speculative_accept(tree, view(target_probs), torch.Generator().manual_seed(0))
     assert result == type(result)((0, 1), 3, "bonus")
 
 
@@ -62,12 +67,12 @@ def test_greedy_follows_the_argmax_through_a_tree():
         [8.0, 0.0, 0.0, 0.0, 0.0],  # after c -> 0: bonus
         [0.0, 0.0, 0.0, 0.0, 0.0],
     ])
-    result = greedy_accept(tree, logits)
+    result = greedy_accept(tree, TargetView.of(logits))
     assert result.accepted == (b, c) and result.next_token == 0 and result.next_kind == "bonus"
     assert node_status(tree, result.accepted) == ["rejected", "accepted", "accepted", "not_reached"]
-    miss = greedy_accept(tree, torch.tensor([[9.0, 0, 0, 0, 0]] * 5))
+    miss = greedy_accept(tree, TargetView.of(torch.tensor([[9.0, 0, 0, 0, 0]] * 5)))
     assert miss.accepted == () and miss.next_token == 0 and miss.next_kind == "correction"
-    empty = greedy_accept(DraftTree(), torch.tensor([[0.0, 3.0]]))
+    empty = greedy_accept(DraftTree(), TargetView.of(torch.tensor([[0.0, 3.0]])))
     assert empty.next_kind == "target" and empty.next_token == 1
 
 
@@ -92,7 +97,7 @@ def sample_first_tokens(width, draft_logits, trials=N, seed=0):
         tree = DraftTree()
         for token, prob, dist in pick_children(draft_logits, width, 1.0, generator):
             tree.add(token, -1, prob, dist)
-        result = speculative_accept(tree, target_probs, generator)
+        result = speculative_accept(tree, view(target_probs), generator)
         first = tree.tokens[result.accepted[0]] if result.accepted else result.next_token
         counts[first] += 1
         accepted += len(result.accepted)
@@ -124,7 +129,7 @@ def test_deterministic_siblings_keep_the_target_law():
             dist = torch.zeros(len(TARGET))
             dist[token] = 1.0
             tree.add(token, -1, 1.0, dist)
-        result = speculative_accept(tree, target_probs, generator)
+        result = speculative_accept(tree, view(target_probs), generator)
         counts[tree.tokens[result.accepted[0]] if result.accepted else result.next_token] += 1
     assert chisquare(counts.numpy(), (TARGET * N).numpy()).pvalue > 1e-3
 

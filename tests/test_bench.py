@@ -11,6 +11,7 @@ from core.__main__ import main
 from core.bench import BenchConfig, run_bench, write_outputs
 from core.errors import UserError
 from core.sweep import crossover, parse_batch_sizes
+from core.verify_cost import VERIFY_CONTEXT, VERIFY_SIZES
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -25,7 +26,7 @@ def prompts_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def result(prompts_file):
     config = BenchConfig(drafters=("none", "draft", "ngram"), prompts_file=str(prompts_file), max_new_tokens=8,
-                         repeats=1, compare_hf=True, overhead=True, batch_sweep="1,2", threads=1)
+                         repeats=1, compare_hf=True, overhead=True, batch_sweep="1,2", threads=1, verify_repeats=1)
     return run_bench(config, log=lambda _: None)
 
 
@@ -51,15 +52,27 @@ def test_batch_sweep_rows_and_latency_grid(result):
     assert all(r["latency_ms"] > 0 and r["tokens"] == r["batch"] * r["query_tokens"] for r in grid)
 
 
+def test_verify_ratio_covers_target_and_draft_with_and_without_the_head(result):
+    cost = result["verify_ratio"]
+    assert cost["context_tokens"] == VERIFY_CONTEXT and cost["repeats"] == 1
+    rows = cost["rows"]
+    assert [(r["model"], r["lm_head"], r["n"]) for r in rows] == [
+        (m, h, n) for m in ("target", "draft") for h in (True, False) for n in VERIFY_SIZES]
+    assert VERIFY_SIZES[0] == 1 and VERIFY_SIZES[-1] == 32
+    assert all(r["ms"] > 0 and r["verify_ratio"] > 0 for r in rows)
+    assert all(r["verify_ratio"] == 1.0 for r in rows if r["n"] == 1)
+
+
 def test_out_writes_json_markdown_and_html_with_the_sweep(result, tmp_path):
     write_outputs(result, tmp_path)
     assert json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))["batch_sweep"] == result["batch_sweep"]
     markdown = (tmp_path / "bench.md").read_text(encoding="utf-8")
     assert "transformers assisted" in markdown and "Throughput against batch size" in markdown
     assert "Target forward latency" in markdown and "Recording overhead (draft)" in markdown
+    assert "| 25 | " in markdown and "target without LM head" in markdown  # the verify-cost table
     html = (tmp_path / "bench.html").read_text(encoding="utf-8")
-    assert html.count("plotly-graph-div") >= 2  # the speedups, and the batch-size study (core.sweep_figure)
-    assert "Throughput against batch size" in html and "ms per forward" in html
+    assert html.count("plotly-graph-div") >= 3  # the speedups, the verify cost and the batch-size study
+    assert "Throughput against batch size" in html and "ms per forward" in html and "Verify cost" in html
 
 
 def test_crossover_is_the_first_batch_where_a_drafter_is_no_faster():
