@@ -2,6 +2,7 @@
 
     python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
                   [--allow-own-models | --no-own-models] [--trust-remote-code]
+                  [--max-runs 4] [--queue-size 32] [--run-budget 32768]
 
 The default preset is ``gemma-270m`` when its packages are installed (README, set-up), else
 ``tiny``. No model is loaded here: the first run in the page loads it (and caches it for every
@@ -11,6 +12,10 @@ The page's "your own models" fields (a target / draft by folder or hub id) are o
 listens on a loopback address only; on any other address a visitor could make the server load any
 folder or download any model, so they need ``--allow-own-models``. Model code shipped with a model
 never runs unless ``--trust-remote-code`` is given.
+
+Limits (``app.limits``, docs/app.md): ``--max-runs`` decoding requests at once over all visitors
+(one long run per page), ``--run-budget`` new tokens x (draft tree nodes + 1) per request,
+``--queue-size`` requests waiting in the queue. Past a limit a visitor gets a message at once.
 """
 from __future__ import annotations
 
@@ -30,6 +35,16 @@ def main() -> None:
     own.add_argument("--no-own-models", action="store_true", help="presets only, even on 127.0.0.1")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow model code shipped with a model (transformers' trust_remote_code); read it first")
+    from app.limits import ServerLimits
+
+    defaults = ServerLimits()
+    parser.add_argument("--max-runs", type=int, default=defaults.max_runs,
+                        help=f"decoding requests at once, all visitors together (default: {defaults.max_runs})")
+    parser.add_argument("--queue-size", type=int, default=defaults.queue_size,
+                        help=f"requests that may wait in the queue (default: {defaults.queue_size})")
+    parser.add_argument("--run-budget", type=int, default=defaults.run_budget,
+                        help="new tokens x (draft tree nodes + 1) one request may ask for, summed over a "
+                             f"comparison's runs (default: {defaults.run_budget})")
     args = parser.parse_args()
 
     from app.controls import ModelPolicy
@@ -45,7 +60,11 @@ def main() -> None:
 
     policy = ModelPolicy.for_server(args.host, allow_own_models=args.allow_own_models,
                                     no_own_models=args.no_own_models, trust_remote_code=args.trust_remote_code)
-    launch(build_app(args.preset, args.lang, policy), args.host, args.port)
+    try:
+        limits = ServerLimits(args.max_runs, args.queue_size, args.run_budget)
+    except ValueError as e:
+        parser.error(str(e))
+    launch(build_app(args.preset, args.lang, policy, limits), args.host, args.port, limits)
 
 
 if __name__ == "__main__":

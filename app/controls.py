@@ -194,8 +194,8 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
                      ) -> list[RunRequest]:
     """The baseline (drafter ``none``) first, then every chosen drafter in every shape, all on one
     target (the preset's, or ``target``)."""
-    if isinstance(drafters, str):
-        drafters = [drafters]
+    if not isinstance(drafters, (list, tuple)):
+        drafters = [drafters] if isinstance(drafters, str) else []
     if not drafters:
         raise UserError(t("err.no_drafters", lang))
     for name in drafters:

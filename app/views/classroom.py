@@ -12,6 +12,7 @@ from ..controls import RunRequest, choice
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
 from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text
 from ..session import Run, Session, ensure
 from .panels import StepPanels, step_panels
@@ -52,7 +53,8 @@ class ClassroomView:
         return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang)}
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ClassroomView:
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
+          gate: RunGate) -> ClassroomView:
     labels(gr.Markdown(labels.text("class.intro")), value="class.intro")
     labels(gr.Markdown(labels.text("class.part1")), value="class.part1")
     with gr.Row():
@@ -101,16 +103,22 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_step(lang_value, session, preset_value):
         session = ensure(session)
-        yield from ensure_run(session, lang_value, preset_value)
-        session.lesson_run.step()
+        with gate.slot(session, lang_value):
+            yield from ensure_run(session, lang_value, preset_value)
+            session.lesson_run.step()
         yield {state: session, status: "", **view.render_live(session, lang_value)}
 
     @guarded(status)
     def on_run(lang_value, session, preset_value):
         session = ensure(session)
-        yield from ensure_run(session, lang_value, preset_value)
-        while session.lesson_run.step() is not None:
-            yield {state: session, status: "", **view.render_live(session, lang_value)}
+        with gate.slot(session, lang_value, long=True):
+            yield from ensure_run(session, lang_value, preset_value)
+            try:
+                while session.lesson_run.step() is not None:
+                    yield {state: session, status: "", **view.render_live(session, lang_value)}
+            except GeneratorExit:  # the client went away
+                session.lesson_run.stop()
+                raise
 
     @guarded(status)
     def on_reset(lang_value, session):
@@ -126,7 +134,9 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     # so a quick second "next" on a busy server would be lost)
     prev_btn.click(frame_mover(-1), [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
     next_btn.click(frame_mover(1), [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
-    step_btn.click(on_step, [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
-    run_btn.click(on_run, [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
+    step_btn.click(on_step, [lang, state, preset], live_outputs, api_name="lesson_step",
+                   concurrency_id="decode", concurrency_limit=gate.handlers)
+    run_btn.click(on_run, [lang, state, preset], live_outputs, api_name="lesson_run",
+                  concurrency_id="decode", concurrency_limit=gate.handlers)
     reset_btn.click(on_reset, [lang, state], live_outputs, api_name="lesson_reset")
     return view

@@ -2,6 +2,7 @@
 after another in this session; the table and plots grow as each run finishes."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import gradio as gr
@@ -13,9 +14,12 @@ from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
+from ..render import markdown_text
 from ..session import CompareRow, Session, ensure, measured_point
 from .own_models import own_model_fields
 
+PROGRESS_EVERY_S = 0.5
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
 COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
            "col.wall", "col.speedup", "col.identical")
@@ -60,18 +64,38 @@ class CompareView:
 
 
 def _run_one(session: Session, request: RunRequest):
-    """Decode one request to the end, or until Stop; returns the RunResult (its KV is returned either way)."""
+    """Decode one request to the end, or until Stop, yielding each StepRecord; returns the RunResult.
+    Its KV is returned either way, also when this generator is closed (the client went away)."""
     decoder, prompt_ids = request.build()
     steps = decoder.steps(prompt_ids)
-    for _ in steps:
-        if session.compare_stop:
-            steps.close()
-            break
+    try:
+        for record in steps:
+            if session.compare_stop:
+                break
+            yield record
+    finally:
+        steps.close()  # cancels a run that has not finished (the engine returns its blocks)
     return decoder.result
 
 
+def _progress(session: Session, request: RunRequest, status: gr.Markdown, line: str,
+              every_s: float = PROGRESS_EVERY_S):
+    """Run one request, yielding the status line with its tokens so far every ``every_s`` seconds
+    (each message is also where Gradio notices a client that went away and closes the handler)."""
+    last = time.monotonic()
+    runner = _run_one(session, request)
+    while True:
+        try:
+            record = next(runner)
+        except StopIteration as done:
+            return done.value
+        if time.monotonic() - last >= every_s:
+            last = time.monotonic()
+            yield {status: f"{line} · {record.new_tokens_total}/{request.max_new_tokens}"}
+
+
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          policy: ModelPolicy) -> CompareView:
+          policy: ModelPolicy, gate: RunGate) -> CompareView:
     with gr.Row():
         prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, scale=3,
                                    elem_id="cmp-prompt"), label="ctl.prompt")
@@ -104,6 +128,12 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     def on_compare(lang_value, session, *values):
         session = ensure(session)
         requests = compare_requests(lang_value, presets, *values, policy=policy)
+        gate.check_budget(requests, lang_value)
+        with gate.slot(session, lang_value, long=True):
+            yield from compare(lang_value, session, requests)
+
+    def compare(lang_value, session: Session, requests: list[RunRequest]):
+        """Every request in turn; the table and plots grow as each finishes."""
         session.compare_stop = False
         session.compare_rows = []
         skipped: list[str] = []  # drafters this preset cannot run (e.g. no trained heads), with the reason
@@ -111,11 +141,11 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             line = t("cmp.running", lang_value, i=i + 1, n=len(requests), label=request.label())
             yield {state: session, status: "<br>".join([line, *skipped])}
             try:
-                result = _run_one(session, request)
+                result = yield from _progress(session, request, status, line)
             except UserError as e:
                 if request.drafter == "none":
                     raise
-                skipped.append(t("cmp.skipped", lang_value, label=request.label(), reason=e))
+                skipped.append(t("cmp.skipped", lang_value, label=request.label(), reason=markdown_text(e)))
                 continue
             if result.stop_reason == "cancelled":
                 yield {status: t("cmp.stopped", lang_value, after=result.kv["blocks_in_use_after"])}
@@ -140,6 +170,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     outputs = [state, status, result_table, plot]
     run_btn.click(on_compare, [lang, state, prompt, preset, drafters, shapes, temperature, seed, max_new, own_target,
                                own_draft], outputs,
-                  api_name="compare", concurrency_limit=2)
+                  api_name="compare", concurrency_id="decode", concurrency_limit=gate.handlers,
+                   preprocess=False)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
     return view

@@ -120,7 +120,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
     upload.upload(on_upload, [lang, state, upload], outputs, api_name="replay_upload")
     upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
     example.click(on_example, [lang, state], outputs, api_name="replay_example")
-    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto")
+    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
     prev_btn.click(on_prev, [lang, state], outputs, api_name="replay_prev")
     next_btn.click(on_next, [lang, state], outputs, api_name="replay_next")
     return view

@@ -12,6 +12,7 @@ from ..controls import EAGLE_DRAFTERS, MAX_TEMPERATURE, ModelPolicy, run_request
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
 from ..render import summary_markdown
 from ..session import Run, Session, ensure, measured_point
 from .own_models import own_model_fields
@@ -62,7 +63,7 @@ def button(labels: Labels, key: str, elem_id: str, variant: str = "secondary") -
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          default_drafter: str, policy: ModelPolicy) -> StepperView:
+          default_drafter: str, policy: ModelPolicy, gate: RunGate) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             prompt = labels(gr.Textbox(DEFAULT_PROMPT, label=labels.text("ctl.prompt"), lines=2, elem_id="step-prompt"),
@@ -118,6 +119,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
 
     def start(session: Session, lang_value: str, values: tuple):
         request = run_request(lang_value, presets, *values, policy=policy)
+        gate.check_budget([request], lang_value)
         if session.run is not None:
             session.run.stop()
         yield {state: session, status: t("run.loading", lang_value)}
@@ -126,20 +128,27 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_step(lang_value, session, *values):
         session = ensure(session)
-        if session.run is None or session.run.done:
-            yield from start(session, lang_value, values)
-        yield advance(session, lang_value)
+        with gate.slot(session, lang_value):
+            if session.run is None or session.run.done:
+                yield from start(session, lang_value, values)
+            yield advance(session, lang_value)
 
     @guarded(status)
     def on_play(lang_value, session, *values):
         session = ensure(session)
-        if session.run is None or session.run.done:
-            yield from start(session, lang_value, values)
-        session.playing = True
-        while session.playing and not session.run.done:
-            yield advance(session, lang_value)
-            time.sleep(PLAY_DELAY_S)
-        session.playing = False
+        with gate.slot(session, lang_value, long=True):
+            if session.run is None or session.run.done:
+                yield from start(session, lang_value, values)
+            session.playing = True
+            try:
+                while session.playing and not session.run.done:
+                    yield advance(session, lang_value)
+                    time.sleep(PLAY_DELAY_S)
+            except GeneratorExit:  # Gradio closes the handler when its client goes away: stop decoding
+                session.run.stop()
+                raise
+            finally:
+                session.playing = False
         yield {status: view.render(session, lang_value)[status]}
 
     @guarded(status)
@@ -168,8 +177,12 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         session.run = None
         return {state: session, **view.render(session, lang_value)}
 
-    step_btn.click(on_step, [lang, state] + controls, outputs, api_name="step", concurrency_limit=4)
-    play_btn.click(on_play, [lang, state] + controls, outputs, api_name="play", concurrency_limit=4)
+    step_btn.click(on_step, [lang, state] + controls, outputs, api_name="step",
+                   concurrency_id="decode", concurrency_limit=gate.handlers,
+                   preprocess=False)
+    play_btn.click(on_play, [lang, state] + controls, outputs, api_name="play",
+                   concurrency_id="decode", concurrency_limit=gate.handlers,
+                   preprocess=False)
     pause_btn.click(on_pause, [lang, state], outputs, api_name="pause", concurrency_limit=None)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="stop", concurrency_limit=None)
     reset_btn.click(on_reset, [lang, state], outputs, api_name="reset", concurrency_limit=None)
