@@ -28,12 +28,12 @@ def plain(message: str) -> str:
 
 def error_markdown(message: str, lang: str) -> str:
     """The message in an HTML block (Markdown is not read inside it): escaped, on one block."""
-    text = html.escape(plain(message)).replace("\n", "<br>")
+    text = html.escape(plain(message), quote=False).replace("\n", "<br>")
     return f'<div class="sdl-error">⚠️ {t("err.prefix", lang)}: {text}</div>'
 
 
 def _warn(message: str, lang: str) -> None:
-    gr.Warning(html.escape(plain(message)), title=t("err.prefix", lang))
+    gr.Warning(html.escape(plain(message), quote=False), title=t("err.prefix", lang))
 
 
 def guarded(status):

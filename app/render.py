@@ -29,7 +29,7 @@ def markdown_text(value) -> str:
     """Any text from a user or a file, shown literally in a Markdown component: HTML escaped (no
     tag survives, so no remote image loads) and Markdown punctuation backslash-escaped (no link,
     image or emphasis); line breaks kept."""
-    escaped = html.escape(str(value), quote=True)
+    escaped = html.escape(str(value), quote=False)
     return MARKDOWN_SPECIAL.sub(r"\\\1", escaped).replace("\n", "<br>")
 
 

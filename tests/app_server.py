@@ -25,11 +25,11 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_app(preset: str = "tiny", timeout_s: float = 90.0, log_path: Path | None = None, args: tuple = (),
-                with_process: bool = False):
-    """Yield the URL of a freshly started app (``args``: more ``app.py`` flags; ``with_process``:
-    yield (url, the server's Popen)); stop it (by its pid) afterwards."""
+                env: dict | None = None, with_process: bool = False):
+    """Yield the URL of a freshly started app (``args``: more ``app.py`` flags, ``env``: more
+    environment; ``with_process``: yield (url, the server's Popen)); stop it (by its pid) afterwards."""
     port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, str(APP_SCRIPT), "--preset", preset, "--port", str(port), *args],
                             cwd=ROOT,

@@ -37,7 +37,8 @@ time.sleep(600)
 
 @pytest.fixture(scope="module")
 def url():
-    with running_app("tiny", args=("--max-runs", str(MAX_RUNS), "--queue-size", "8")) as address:
+    unreachable_hub = {"HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens there, network or not
+    with running_app("tiny", args=("--max-runs", str(MAX_RUNS), "--queue-size", "8"), env=unreachable_hub) as address:
         yield address
 
 
