@@ -70,7 +70,8 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     elif record.next.kind == "bonus":
         what = t(f"say.all_{shape}", lang, drafted=drafted, kept=kept, token=nxt)
     else:
-        missed = [markdown_text(visible(n.text)) for n in record.nodes if n.status == "rejected" and n.depth == kept + 1]
+        missed = [markdown_text(visible(n.text)) for n in record.nodes
+                  if n.status == "rejected" and n.depth == kept + 1]
         what = t(f"say.corrected_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
                  token=nxt, guess=" / ".join(missed))
     rate = record.new_tokens_total / record.target_forwards_total

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +87,9 @@ class CompareRow:
     identical: bool | None  # same tokens as the baseline (greedy only)
 
 
+MAX_POINTS = 64  # measured runs a session keeps for the worth-it view (a long session stays small)
+
+
 @dataclass
 class Session:
     run: Run | None = None  # step by step
@@ -93,7 +97,7 @@ class Session:
     playing: bool = False
     compare_rows: list[CompareRow] = field(default_factory=list)
     compare_stop: bool = False
-    points: list[MeasuredPoint] = field(default_factory=list)
+    points: deque[MeasuredPoint] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))  # the latest runs
     replay: Trace | None = None
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)

@@ -34,6 +34,7 @@ MAX_EXPANSION = MAX_WIDTH + (MAX_DEPTH - 1) * MAX_WIDTH**2  # EAGLE-2 scores top
 MAX_SEED = 2**64 - 1
 MAX_SECONDS = 86_400.0
 SLOT_STATES = frozenset("LWF.")
+MAX_POOL_BLOCKS = MAX_PROMPT_TOKENS + MAX_NEW_TOKENS + MAX_TREE_NODES + 3  # block size 1: one block per slot
 
 TokenId = Annotated[int, Field(ge=0, lt=MAX_TOKEN_ID)]
 Count = Annotated[int, Field(ge=0, le=MAX_PROMPT_TOKENS + MAX_NEW_TOKENS)]
@@ -43,6 +44,7 @@ Seconds = Annotated[float, Field(ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TOKEN_TEXT)]
 Name = Annotated[str, Field(max_length=MAX_NAME)]
 Label = Annotated[str, Field(max_length=MAX_LABEL)]
+BlockKey = Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,6})$")]  # a block id as a JSON object key
 BlockId = Annotated[int, Field(ge=0)]  # below the pool size: checked against the run's limits
 
 
@@ -166,8 +168,9 @@ class TraceKV(_Record):
     slots_written: Annotated[int, Field(ge=1, le=MAX_TREE_NODES + 1)]
     slots_freed: Annotated[int, Field(ge=0, le=MAX_TREE_NODES)]
     freed_blocks: Annotated[list[BlockId], Field(max_length=MAX_TREE_NODES)]
-    block_table: list[BlockId]
-    slot_grid: dict[Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,6})$")], Annotated[str, Field(max_length=MAX_BLOCK_SIZE)]]
+    block_table: Annotated[list[BlockId], Field(max_length=MAX_POOL_BLOCKS)]
+    slot_grid: Annotated[dict[BlockKey, Annotated[str, Field(max_length=MAX_BLOCK_SIZE)]],
+                         Field(max_length=MAX_POOL_BLOCKS)]
     pool_in_use: Count
 
     @model_validator(mode="after")

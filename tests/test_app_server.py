@@ -23,12 +23,13 @@ START_BUDGET_S = 5.0
 PLAY = dict(lang="en", prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
             max_new_tokens=400, eagle_nodes=16, target="", draft="")
 STEP = {**PLAY, "max_new_tokens": 8}
+COMPARE = ("en", "It is a truth", "tiny", ["ngram"], "4", 0, 0, 400, "", "")
 DROPPED_CLIENT = """
 import sys
 from gradio_client import Client
-job = Client(sys.argv[1], verbose=False).submit(*{play!r}, api_name="/play")
+job = Client(sys.argv[1], verbose=False).submit(*{args!r}, api_name={api_name!r})
 for update in job:
-    print("playing", flush=True)
+    print("running", flush=True)
     break
 import time
 time.sleep(600)
@@ -78,14 +79,15 @@ def test_a_request_past_the_slots_is_told_the_server_is_busy_at_once(url):
     assert seconds < START_BUDGET_S and "1/8 tokens" in status
 
 
-def test_a_dropped_client_stops_its_run(url):
-    """The second slot's Play belongs to a process that is killed: its slot (and run) must be given
-    back within 5 s, seen from outside as a Step that is no longer refused."""
+@pytest.mark.parametrize("api_name,args", [("/play", tuple(PLAY.values())), ("/compare", COMPARE)])
+def test_a_dropped_client_stops_its_run(url, api_name, args):
+    """The second slot's Play (or comparison) belongs to a process that is killed: its slot (and
+    run) must be given back within 5 s, seen from outside as a Step that is no longer refused."""
     holder = start_play(url)
-    dropped = subprocess.Popen([sys.executable, "-c", DROPPED_CLIENT.format(play=list(PLAY.values())), url],
+    dropped = subprocess.Popen([sys.executable, "-c", DROPPED_CLIENT.format(args=args, api_name=api_name), url],
                                stdout=subprocess.PIPE, text=True)
     try:
-        assert dropped.stdout.readline().strip() == "playing"
+        assert dropped.stdout.readline().strip() == "running"
         time.sleep(1.0)
         assert "the server is busy" in timed_status(url)[1]
     finally:
@@ -95,7 +97,8 @@ def test_a_dropped_client_stops_its_run(url):
     while "the server is busy" in timed_status(url)[1]:
         assert time.monotonic() - killed < START_BUDGET_S, "the dropped client's run still holds its slot"
         time.sleep(0.2)
-    print(f"\n[drop] the dropped client's run stopped {time.monotonic() - killed:.2f} s after the client died")
+    seconds = time.monotonic() - killed
+    print(f"\n[drop] {api_name}: the dropped client's run stopped {seconds:.2f} s after the client died")
     holder.predict("en", api_name="/stop")
 
 

@@ -26,7 +26,8 @@ USERS = 16
 SOAK_S = float(os.environ.get("SDLAB_SOAK_S", "90"))
 MAX_NEW_TOKENS = 10
 RUNS = [  # (prompt, drafter, k, width, temperature, seed): the users take them in turn
-    ("我爱", "draft", 4, 1, 0.0, 0), ("It is a truth", "ngram", 3, 1, 0.0, 0), ("我爱中国", "eagle3", 4, 2, 0.0, 0),
+    ("我爱", "draft", 4, 1, 0.0, 0), ("It is a truth", "ngram", 3, 1, 0.0, 0),
+    ("我爱中国", "eagle3", 4, 2, 0.0, 0),
     ("The sea", "none", 1, 1, 0.0, 0), ("山高", "draft", 3, 2, 0.0, 0), ("春风", "draft", 4, 1, 0.8, 7),
     ("Once upon", "medusa", 3, 1, 0.0, 0), ("明月", "eagle", 3, 1, 0.9, 3),
 ]
