@@ -14,6 +14,7 @@ from core.metrics import tally
 from core.records import RunResult, StepRecord, Trace, write_trace
 from core.theory import draft_cost_ratio
 
+from . import memory
 from .controls import RunRequest
 from .figures import MeasuredPoint
 
@@ -50,6 +51,7 @@ class Run:
                 for _ in self._steps:  # let the engine leave its loop and build the RunResult
                     pass
                 self.done = True
+                memory.give_back()
             return record
 
     def stop(self) -> None:
@@ -58,6 +60,7 @@ class Run:
             if not self.done:
                 self._steps.close()
                 self.done = True
+                memory.give_back()
 
     @property
     def result(self) -> RunResult | None:

@@ -13,6 +13,7 @@ from core.trace_schema import MAX_TRACE_BYTES
 from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
+from . import memory
 from .labels import Labels
 from .limits import RunGate, ServerLimits
 from .session import close_session, ensure
@@ -93,6 +94,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
 
 def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerLimits()) -> None:
     """Serve ``demo``; at most ``limits.queue_size`` requests wait, the rest are refused at once."""
+    memory.limit_arenas()  # before Gradio's worker threads start (app.memory)
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
         server_name=host, server_port=port, css_paths=[CSS_PATH], max_file_size=MAX_UPLOAD,
         footer_links=["api", "settings"], show_error=False,

@@ -10,6 +10,7 @@ import pandas as pd
 
 from core import UserError, metrics
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, RunRequest, compare_requests
+from .. import memory
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
@@ -75,6 +76,7 @@ def _run_one(session: Session, request: RunRequest):
             yield record
     finally:
         steps.close()  # cancels a run that has not finished (the engine returns its blocks)
+        memory.give_back()
     return decoder.result
 
 
