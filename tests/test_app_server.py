@@ -161,3 +161,12 @@ def test_replaying_the_blow_up_traces_stays_within_budget(url, tmp_path):
         print(f"\n[replay] {path.name} ({path.stat().st_size:,} bytes): {seconds:.2f} s, {size:,} bytes back")
         assert seconds < RENDER_BUDGET_S and size < RESPONSE_BUDGET_BYTES
         assert "trace line 2, field" in outputs[0]
+
+
+def test_a_message_is_shown_as_plain_text():
+    """Colour codes (a weights loader's warning) are dropped and markup quoted from a value is escaped."""
+    from app.guard import error_markdown
+
+    shown = error_markdown("\x1b[31mcould not load model '<img src=x>'\x1b[0m\n\n![x](http://example.invalid/y)", "en")
+    assert "\x1b" not in shown and "<img" not in shown and "&lt;img src=x&gt;" in shown
+    assert "\n" not in shown and shown.startswith('<div class="sdl-error">')
