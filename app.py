@@ -3,6 +3,7 @@
     python app.py [--preset tiny|gemma-270m|PATH] [--host 127.0.0.1] [--port 7860] [--lang zh|en]
                   [--allow-own-models | --no-own-models] [--trust-remote-code]
                   [--allow-remote-metrics] [--allow-remote-monitor]
+                  [--max-runs 4] [--queue-size 32] [--run-budget 32768]
 
 The default preset is ``gemma-270m`` when its packages are installed (README, set-up), else
 ``tiny``. No model is loaded here: the first run in the page loads it (and caches it for every
@@ -16,6 +17,9 @@ never runs unless ``--trust-remote-code`` is given.
 ``/metrics`` (the runs' counters in vLLM's names, docs/production.md) answers clients on this
 machine only, unless ``--allow-remote-metrics``; the Production monitor polls only endpoints on
 this machine (host names resolved first), unless ``--allow-remote-monitor``.
+Limits (``app.limits``, docs/app.md): ``--max-runs`` decoding requests at once over all visitors
+(one long run per page), ``--run-budget`` new tokens x (draft tree nodes + 1) per request,
+``--queue-size`` requests waiting in the queue. Past a limit a visitor gets a message at once.
 """
 from __future__ import annotations
 
@@ -40,6 +44,16 @@ def main() -> None:
     parser.add_argument("--allow-remote-monitor", action="store_true",
                         help="let the Production monitor poll endpoints on other machines (request forgery risk "
                              "on a public server)")
+    from app.limits import ServerLimits
+
+    defaults = ServerLimits()
+    parser.add_argument("--max-runs", type=int, default=defaults.max_runs,
+                        help=f"decoding requests at once, all visitors together (default: {defaults.max_runs})")
+    parser.add_argument("--queue-size", type=int, default=defaults.queue_size,
+                        help=f"requests that may wait in the queue (default: {defaults.queue_size})")
+    parser.add_argument("--run-budget", type=int, default=defaults.run_budget,
+                        help="new tokens x (draft tree nodes + 1) one request may ask for, summed over a "
+                             f"comparison's runs (default: {defaults.run_budget})")
     args = parser.parse_args()
 
     from app.controls import ModelPolicy
@@ -58,7 +72,11 @@ def main() -> None:
     policy = ModelPolicy.for_server(args.host, allow_own_models=args.allow_own_models,
                                     no_own_models=args.no_own_models, trust_remote_code=args.trust_remote_code)
     monitor_policy = MonitorPolicy.for_server(args.host, args.port, allow_remote=args.allow_remote_monitor)
-    launch(build_app(args.preset, args.lang, policy, monitor_policy), args.host, args.port,
+    try:
+        limits = ServerLimits(args.max_runs, args.queue_size, args.run_budget)
+    except ValueError as e:
+        parser.error(str(e))
+    launch(build_app(args.preset, args.lang, policy, monitor_policy, limits), args.host, args.port, limits,
            routes=[metrics_route(allow_remote=args.allow_remote_metrics)])
 
 

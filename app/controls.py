@@ -188,9 +188,9 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
                      ) -> list[DecodeRequest]:
     """The baseline first, then every chosen drafter in every shape, all on one target (the
     preset's, or ``target``)."""
-    if isinstance(drafters, str):
-        drafters = [drafters]
-    if not drafters or not isinstance(drafters, (list, tuple)):
+    if not isinstance(drafters, (list, tuple)):
+        drafters = [drafters] if isinstance(drafters, str) else []
+    if not drafters:
         raise UserError(t("err.no_drafters", lang))
     for name in drafters:
         choice(name, COMPARE_CHOICES, "ctl.drafter", lang)

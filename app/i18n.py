@@ -683,6 +683,18 @@ TEXT: dict[str, tuple[str, str]] = {
                            "--allow-remote-monitor 才允许其他地址）", "{host} resolves to {addresses}, not a loopback "
                            "address: this server only monitors endpoints on its own machine (start it with "
                            "--allow-remote-monitor to allow others)"),
+    "err.budget": ("这个请求的工作量太大：{cost} 个 token×树节点（新 token 数 ×（草稿树节点数 + 1），所有运行合计），"
+                   "上限 {budget}；减少新 token 数、树的大小或比较的形状",
+                   "this request asks for too much work: {cost} token-nodes (new tokens x (draft tree nodes + 1), "
+                   "over all its runs); the limit is {budget}: ask for fewer new tokens, a smaller tree or fewer "
+                   "shapes"),
+    "err.server_busy": ("服务器正忙：已有 {n} 个解码在运行（所有用户合计）。请稍后再试",
+                        "the server is busy: {n} decoding runs are in progress (all visitors together); try again "
+                        "in a minute"),
+    "err.session_busy": ("这个页面已有一个运行在进行（播放、比较、课堂或批大小扫描）：先暂停或停止它",
+                         "this page already has a run going (Play, a comparison, the classroom's run or a sweep): "
+                         "pause or stop it first"),
+    "err.language": ("页面语言必须是 zh 或 en", "the page language must be zh or en"),
     "err.internal": ("内部错误（{error}）。请重置后再试。", "internal error ({error}). Reset and try again."),
 }
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 from core.metrics import tally
 from core.records import StepRecord
@@ -20,6 +21,17 @@ def legend_html(lang: str) -> str:
         for kind in TEXT_KINDS
     ]
     return '<div class="sdl-legend">' + " ".join(chips) + "</div>"
+
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def markdown_text(value) -> str:
+    """Any text from a user or a file, shown literally in a Markdown component: HTML escaped (no
+    tag survives, so no remote image loads) and Markdown punctuation backslash-escaped (no link,
+    image or emphasis); line breaks kept."""
+    escaped = html.escape(str(value), quote=False)
+    return MARKDOWN_SPECIAL.sub(r"\\\1", escaped).replace("\n", "<br>")
 
 
 def _piece(text: str) -> str:
@@ -53,13 +65,14 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     """One plain sentence of what the step did, e.g. "drafted 5, the target accepted 3 and corrected the 4th"."""
     drafted, kept = len(record.nodes), record.accepted_length
     shape = "chain" if all(n.depth == i + 1 for i, n in enumerate(record.nodes)) else "tree"
-    nxt = visible(record.next.text)
+    nxt = markdown_text(visible(record.next.text))
     if drafted == 0:
         what = t("say.no_draft", lang, token=nxt)
     elif record.next.kind == "bonus":
         what = t(f"say.all_{shape}", lang, drafted=drafted, kept=kept, token=nxt)
     else:
-        missed = [visible(n.text) for n in record.nodes if n.status == "rejected" and n.depth == kept + 1]
+        missed = [markdown_text(visible(n.text)) for n in record.nodes
+                  if n.status == "rejected" and n.depth == kept + 1]
         what = t(f"say.corrected_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
                  token=nxt, guess=" / ".join(missed))
     rate = record.new_tokens_total / record.target_forwards_total
@@ -84,7 +97,7 @@ def _fmt(value, spec: str) -> str:
 
 
 def _stop_reason(reason: str, lang: str) -> str:
-    return t("stop." + reason, lang) if has("stop." + reason) else reason
+    return t("stop." + reason, lang) if has("stop." + reason) else markdown_text(reason)
 
 
 def compute_time(result: dict, records: list[StepRecord], lang: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from core.records import RunResult, StepRecord, Trace, write_trace
 from core.request import DecodeRequest
 from core.theory import predicted_speedup
 
+from . import memory
 from .figures import MeasuredPoint
 
 
@@ -67,6 +69,7 @@ class Run:
     def _end(self) -> None:
         self.done = True
         self.meter.close()
+        memory.give_back()
 
     def stop(self) -> None:
         """Cancel the run: the engine releases every KV block it holds."""
@@ -156,6 +159,9 @@ def comparison_points(comparison: Comparison) -> list[MeasuredPoint]:
     return points
 
 
+MAX_POINTS = 64  # measured runs a session keeps for the worth-it view (a long session stays small)
+
+
 @dataclass
 class Session:
     run: Run | None = None  # step by step
@@ -163,7 +169,7 @@ class Session:
     playing: bool = False
     comparison: Comparison | None = None  # the last comparison (possibly still running)
     compare_stop: bool = False
-    points: list[MeasuredPoint] = field(default_factory=list)
+    points: deque[MeasuredPoint] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))  # the latest runs
     cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
     cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
 

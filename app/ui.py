@@ -8,17 +8,21 @@ import gradio as gr
 
 from core import gemma
 from core.models import PRESETS, resolve_preset
+from core.trace_schema import MAX_TRACE_BYTES
 
 from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
+from . import memory
 from .labels import Labels
+from .limits import RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
+from .views.worth import sliders
 
 CSS_PATH = Path(__file__).with_name("page.css")
-MAX_UPLOAD = "20mb"
+MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
 
 
@@ -32,11 +36,13 @@ def preset_choices(default_preset: str) -> list[str]:
 
 
 def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: ModelPolicy = ModelPolicy(),
-              monitor_policy: MonitorPolicy = MonitorPolicy()) -> gr.Blocks:
+              monitor_policy: MonitorPolicy = MonitorPolicy(), limits: ServerLimits = ServerLimits()) -> gr.Blocks:
     """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
     visitors may name their own target / draft models, and whether model code may run;
-    ``monitor_policy``: the production monitor's default URL and whether it may poll other machines."""
+    ``monitor_policy``: the production monitor's default URL and whether it may poll other machines;
+    ``limits``: runs at once, the work per request, the queue (``app.limits``)."""
     presets = preset_choices(default_preset)
+    gate = RunGate(limits)
     drafter = resolve_preset(default_preset).default_drafter
     labels = Labels(lang)
     with gr.Blocks(title=t("app.title", lang)) as demo:
@@ -48,17 +54,17 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         with gr.Tabs() as tabs:
             with labels.make(gr.Tab, label="tab.step", id="step", elem_id="tab-step"):
                 step_view = stepper.build(labels, state, lang_radio, presets, default_preset, drafter,
-                                          policy)
+                                          policy, gate)
             with labels.make(gr.Tab, label="tab.compare", id="compare", elem_id="tab-compare"):
-                compare_view = compare.build(labels, state, lang_radio, presets, default_preset, policy)
+                compare_view = compare.build(labels, state, lang_radio, presets, default_preset, policy, gate)
             with labels.make(gr.Tab, label="tab.classroom", id="classroom", elem_id="tab-classroom"):
-                class_view = classroom.build(labels, state, lang_radio, presets, default_preset)
+                class_view = classroom.build(labels, state, lang_radio, presets, default_preset, gate)
             with labels.make(gr.Tab, label="tab.worth", id="worth", elem_id="tab-worth") as worth_tab:
                 worth_view = worth.build(labels, state, lang_radio, worth_tab)
             with labels.make(gr.Tab, label="tab.replay", id="replay", elem_id="tab-replay"):
                 replay_view = replay.build(labels, state, lang_radio)
             with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
-                batch_view = batch.build(labels, state, lang_radio, presets, default_preset)
+                batch_view = batch.build(labels, state, lang_radio, presets, default_preset, gate)
             with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):
                 monitor_view = monitor.build(labels, state, lang_radio, monitor_policy)
             with labels.make(gr.Tab, label="tab.serving", id="serving", elem_id="tab-serving"):
@@ -75,7 +81,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
                 **step_view.render(session, lang_value),
                 **compare_view.render(session, lang_value),
                 **class_view.render(session, lang_value),
-                **worth_view.render(session, lang_value, float(alpha), int(k), float(c)),
+                **worth_view.render(session, lang_value, *sliders(lang_value, alpha, k, c)),
                 **replay_view.render(session, lang_value),
                 **batch_view.render(session, lang_value),
                 **monitor_view.render(session, lang_value),
@@ -85,13 +91,17 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
 
         views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, monitor_view, serving_view)
         outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
-        lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language")
+        lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language",
+                          preprocess=False)
     return demo
 
 
-def launch(demo: gr.Blocks, host: str, port: int, routes: list | None = None) -> None:
-    """``routes``: extra Starlette routes served beside the page (``/metrics``)."""
-    demo.queue(default_concurrency_limit=2).launch(
+def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerLimits(),
+           routes: list | None = None) -> None:
+    """Serve ``demo``; at most ``limits.queue_size`` requests wait, the rest are refused at once.
+    ``routes``: extra Starlette routes served beside the page (``/metrics``)."""
+    memory.limit_arenas()  # before Gradio's worker threads start (app.memory)
+    demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
         server_name=host, server_port=port, css_paths=[CSS_PATH], max_file_size=MAX_UPLOAD,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
     )

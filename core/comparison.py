@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from contextlib import nullcontext
+from time import monotonic
 from typing import Callable, ContextManager, Iterator
 
 from .api import build_decoder
@@ -34,6 +35,7 @@ ABOVE_TAU = 1.05
 BELOW_ONE = 0.9
 NOISY_SPREAD = 0.15
 MAX_REPEATS = 10
+TICK_S = 0.5  # while a run decodes, yield this often (a page notices a client that went away)
 
 
 @dataclass
@@ -134,6 +136,7 @@ class Progress:
     round: int
     setup: TimedSetup | None
     comparison: Comparison
+    tick: bool = False  # yielded while ``setup`` decodes (not before it starts)
 
 
 def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
@@ -152,8 +155,9 @@ def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
         setup = TimedSetup(request)
         yield Progress("warmup", 0, setup, comparison)
         try:
-            warm = _decode(request.model_copy(update={"max_new_tokens": min(WARMUP_TOKENS, request.max_new_tokens)}),
-                           should_stop)
+            warm = yield from _decode(
+                request.model_copy(update={"max_new_tokens": min(WARMUP_TOKENS, request.max_new_tokens)}),
+                should_stop, tick=Progress("warmup", 0, setup, comparison, tick=True))
         except UserError as e:
             if not comparison.setups:
                 raise
@@ -170,7 +174,9 @@ def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
         for setup in comparison.setups:
             yield Progress("timed", round_, setup, comparison)
             with metered(setup.request) if metered else nullcontext() as meter:
-                result = _decode(setup.request, should_stop, meter.observe if meter else None).result
+                decoder = yield from _decode(setup.request, should_stop, meter.observe if meter else None,
+                                             tick=Progress("timed", round_, setup, comparison, tick=True))
+            result = decoder.result
             if result.stop_reason == "cancelled":
                 comparison.stopped = result
                 return
@@ -179,14 +185,23 @@ def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
 
 
 def _decode(request: DecodeRequest, should_stop: Callable[[], bool],
-            on_step: Callable[[StepRecord], None] | None = None) -> SpeculativeDecoder:
-    """Decode one request to its end, or until ``should_stop`` (its result then says "cancelled")."""
+            on_step: Callable[[StepRecord], None] | None = None,
+            tick: Progress | None = None) -> Iterator[Progress]:
+    """Decode one request to its end, or until ``should_stop`` (its result then says "cancelled");
+    returns the decoder. Yields ``tick`` every ``TICK_S`` seconds on the way, so a caller serving a
+    page notices a client that went away (closing this generator cancels the run; its KV comes back)."""
     decoder, prompt_ids = build_decoder(request)
     steps = decoder.steps(prompt_ids)
-    for record in steps:
-        if on_step is not None:
-            on_step(record)
-        if should_stop():
-            steps.close()
-            break
+    last = monotonic()
+    try:
+        for record in steps:
+            if on_step is not None:
+                on_step(record)
+            if should_stop():
+                break
+            if tick is not None and monotonic() - last >= TICK_S:
+                last = monotonic()
+                yield tick
+    finally:
+        steps.close()
     return decoder

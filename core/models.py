@@ -1,15 +1,22 @@
 """Presets and model loading: the embedded tiny family, or any transformers causal LM by folder or hub id.
 
 Loaded models are cached per process (key: path, device), so the app and repeated
-``core.generate`` calls load each model once.
+``core.generate`` calls load each model once; the cache keeps the ``MAX_LOADED_MODELS`` used most
+recently (a decode in progress holds its own models, so dropping one from the cache never breaks it).
+A hub id that is not in the local hub cache is fetched only when the hub answers within
+``HUB_PROBE_TIMEOUT_S``; otherwise loading fails at once with a message, not after minutes of retries.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import socket
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -99,7 +106,10 @@ class LoadedModel:
         return self.model.get_output_embeddings().weight.shape[0]
 
 
-_loaded: dict[tuple[str, str], LoadedModel] = {}
+MAX_LOADED_MODELS = 6  # a preset's target and its three draft sizes, and two more
+HUB_PROBE_TIMEOUT_S = 3.0
+ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_loaded: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
 
 
@@ -155,31 +165,67 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
     key = (str(path), str(torch_device))
     with _lock:
         if key in _loaded:
+            _loaded.move_to_end(key)
             return _loaded[key]
-        dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
-        vocab_map = read_vocab_map(path)
-        try:
-            tokenizer = None if vocab_map else AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
-        except (OSError, ValueError) as e:
-            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if "custom code" in str(e) or "trust_remote_code" in str(e):
-                first_line = ("it ships its own model code, which runs only with --trust-remote-code "
-                              "(trust_remote_code=True); read that code first")
-            raise UserError(f"could not load model {path!r}: {first_line}") from None
-        model.to(torch_device).eval()
-        config = model.config.get_text_config()
-        context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
-        window = sliding_window(config)
-        if window is not None:  # the tree mask spans the whole sequence: stay inside the window
-            context = min(context, window)
-        eos = model.generation_config.eos_token_id
-        if eos is None and tokenizer is not None:
-            eos = tokenizer.eos_token_id
-        eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
-        loaded = LoadedModel(str(path), model, tokenizer, int(context), eos_ids, vocab_map)
+        loaded = _load(str(path), torch_device, trust_remote_code)
         _loaded[key] = loaded
+        while len(_loaded) > MAX_LOADED_MODELS:
+            _loaded.popitem(last=False)
         return loaded
+
+
+def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> LoadedModel:
+    """Read a model folder or hub id: fp32 on CPU, bf16 on CUDA; a failure is a UserError."""
+    dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
+    vocab_map = read_vocab_map(path)
+    local_only = not Path(path).is_dir() and hub_offline()
+    options = dict(trust_remote_code=trust_remote_code, local_files_only=local_only)
+    try:
+        tokenizer = None if vocab_map else AutoTokenizer.from_pretrained(path, **options)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **options)
+    except (OSError, ValueError) as e:
+        text = ANSI_CODE.sub("", str(e)).strip()
+        first_line = text.splitlines()[0] if text else type(e).__name__
+        if "custom code" in text or "trust_remote_code" in text:
+            first_line = ("it ships its own model code, which runs only with --trust-remote-code "
+                          "(trust_remote_code=True); read that code first")
+        elif local_only:
+            first_line = (f"it is not in the local hub cache and the hub ({hub_endpoint()}) cannot be reached; "
+                          "download it where there is a network, or pass a local model folder")
+        raise UserError(f"could not load model {path!r}: {first_line}") from None
+    model.to(torch_device).eval()
+    config = model.config.get_text_config()
+    context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+    window = sliding_window(config)
+    if window is not None:  # the tree mask spans the whole sequence: stay inside the window
+        context = min(context, window)
+    eos = model.generation_config.eos_token_id
+    if eos is None and tokenizer is not None:
+        eos = tokenizer.eos_token_id
+    eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+    return LoadedModel(path, model, tokenizer, int(context), eos_ids, vocab_map)
+
+
+def hub_endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def hub_offline() -> bool:
+    """True when a hub id must be read from the local hub cache only: the hub is switched off
+    (``HF_HUB_OFFLINE``), or it does not answer a connection within ``HUB_PROBE_TIMEOUT_S``."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    endpoint = urlparse(hub_endpoint())
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError:
+        return True
+    return False
 
 
 def read_vocab_map(path: str) -> VocabMap | None:

@@ -3,6 +3,7 @@ and the trace file (JSON lines) that stores them. The UI renders these and compu
 
 Trace format (documented in docs/trace.md): line 1 is a ``header`` record, then one ``step``
 record per step, then a ``summary`` record; every line carries ``"schema": TRACE_SCHEMA``.
+``core.trace_schema`` reads and validates trace files.
 """
 from __future__ import annotations
 
@@ -12,10 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import UserError
-
 TRACE_SCHEMA = 1
-MAX_TRACE_BYTES = 20 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -216,37 +214,3 @@ class Trace:
     header: dict[str, Any]
     steps: list[StepRecord]
     summary: dict[str, Any]
-
-
-def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
-    """Read and validate a trace file; any problem is a UserError with the line it is on."""
-    path = Path(path)
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise UserError(f"trace file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError("trace file is not UTF-8 text (expected JSON lines)") from None
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"trace line {number} is not JSON: {e.msg}") from None
-        if not isinstance(record, dict) or record.get("schema") != TRACE_SCHEMA:
-            raise UserError(f"trace line {number}: expected an object with \"schema\": {TRACE_SCHEMA}")
-        records.append((number, record))
-    if len(records) < 2 or records[0][1].get("type") != "header" or records[-1][1].get("type") != "summary":
-        raise UserError("a trace starts with a header line and ends with a summary line")
-    steps = []
-    for number, record in records[1:-1]:
-        if record.get("type") != "step":
-            raise UserError(f"trace line {number}: expected a step record")
-        try:
-            steps.append(StepRecord.from_dict(record))
-        except (TypeError, KeyError, AttributeError) as e:
-            raise UserError(f"trace line {number}: not a valid step record ({e})") from None
-    return Trace(header=records[0][1], steps=steps, summary=records[-1][1])

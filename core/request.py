@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .drafters import Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
+from .drafters import MAX_TREE_NODES, Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
 from .engine import DecodeSettings
 from .errors import UserError
 
@@ -129,6 +129,13 @@ class DecodeRequest(BaseModel):
             **dict.fromkeys(option_fields()),
             **self.options.model_dump(),
         }
+
+    @property
+    def max_nodes(self) -> int:
+        """The most draft nodes one verify of this run may hold (0 for the baseline)."""
+        if not self.drafter_class.drafts:
+            return 0
+        return min(self.options.node_limit() or self.shape.num_nodes, MAX_TREE_NODES)
 
     def label(self) -> str:
         """A short name for tables and legends, e.g. ``eagle3 · tree 4x5 · N=24``."""

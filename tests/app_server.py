@@ -24,12 +24,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(preset: str = "tiny", timeout_s: float = 90.0, log_path: Path | None = None):
-    """Yield the URL of a freshly started app; stop it (by its pid) afterwards."""
+def running_app(preset: str = "tiny", timeout_s: float = 90.0, log_path: Path | None = None, args: tuple = (),
+                env: dict | None = None, with_process: bool = False):
+    """Yield the URL of a freshly started app (``args``: more ``app.py`` flags, ``env``: more
+    environment; ``with_process``: yield (url, the server's Popen)); stop it (by its pid) afterwards."""
     port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **(env or {})}
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, str(APP_SCRIPT), "--preset", preset, "--port", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, str(APP_SCRIPT), "--preset", preset, "--port", str(port), *args],
+                            cwd=ROOT,
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -46,7 +49,7 @@ def running_app(preset: str = "tiny", timeout_s: float = 90.0, log_path: Path | 
             if time.monotonic() > deadline:
                 raise TimeoutError(f"app.py did not answer on {url} within {timeout_s:.0f} s")
             time.sleep(0.5)
-        yield url
+        yield (url, proc) if with_process else url
     finally:
         proc.terminate()
         try:

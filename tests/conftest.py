@@ -1,4 +1,6 @@
-"""Shared fixtures: the shipped tiny family, and small random models built in the test."""
+"""Shared fixtures: the shipped tiny family, and small random models built in the test; the
+hypothesis profiles: ``ci`` (the default, a few hundred examples per property) and ``slow``
+(thousands; ``SDLAB_SLOW=1``, the opt-in tier, like ``SDLAB_GEMMA=1``)."""
 from __future__ import annotations
 
 import os
@@ -6,17 +8,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny"
+SLOW = os.environ.get("SDLAB_SLOW") == "1"
 
-# Property-based tests: a few hundred examples per boundary in CI; SDLAB_THOROUGH=1 (the opt-in
-# tier) runs thousands.
-settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("thorough" if os.environ.get("SDLAB_THOROUGH") == "1" else "ci")
+try:
+    from hypothesis import HealthCheck, settings
+
+    _quiet = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("ci", max_examples=200, **_quiet)
+    settings.register_profile("slow", max_examples=3000, **_quiet)
+    settings.load_profile("slow" if SLOW else "ci")
+except ImportError:  # hypothesis is a test requirement; the property tests skip without it
+    pass
+
 
 
 @pytest.fixture(scope="module")

@@ -265,7 +265,7 @@ def test_training_unroll_equals_drafting_with_the_paged_cache():
 
 # ---- the command line and the API ---------------------------------------------------------------
 def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_path):
-    from core.records import read_trace
+    from core import read_trace
     from tests.test_cli import cli
 
     trace = tmp_path / "run.jsonl"

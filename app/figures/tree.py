@@ -107,7 +107,7 @@ def _hover(box: _Box, lang: str, show_probs: bool) -> str:
             lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f}")
             lines.append(f"p ({t('tree.p', lang)}) = {box.target_prob:.3f}")
         if box.proposer:
-            lines.append(f"{t('tree.proposer', lang)}: {box.proposer}")
+            lines.append(f"{t('tree.proposer', lang)}: {html.escape(box.proposer)}")
     return "<br>".join(lines)
 
 

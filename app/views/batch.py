@@ -21,6 +21,7 @@ from ..figures import batch_figure
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
 from ..session import Session, ensure
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
@@ -80,7 +81,8 @@ def _quiet(_: str) -> None:
     return None
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> BatchView:
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
+          gate: RunGate) -> BatchView:
     labels.make(gr.Markdown, text="batch.intro")
     with gr.Row():
         upload = labels.make(gr.File, file_types=[".json"], elem_id="batch-upload", scale=3, label="batch.upload")
@@ -115,23 +117,26 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value):
         session = ensure(session)
-        if preset_value not in presets:
+        if not isinstance(preset_value, str) or preset_value not in presets:
             raise UserError(t("err.choice", lang_value, name=t("ctl.preset", lang_value), value=preset_value,
                               options=", ".join(presets)))
-        chosen = [d for d in SWEEP_DRAFTERS if d in (drafter_values or [])]
+        chosen = [d for d in SWEEP_DRAFTERS if isinstance(drafter_values, list) and d in drafter_values]
         if not chosen:
             raise UserError(t("err.no_drafters", lang_value))
         batch_sizes = parse_batch_sizes(str(sizes_value), pick_device(None))
         new_tokens = number(max_new_value, "batch.max_new", lang_value, 4, MAX_LIVE_NEW_TOKENS, integer=True)
-        yield {state: session, status: t("batch.progress", lang_value, batch=batch_sizes[0], done=0,
-                                         total=len(batch_sizes))}
-        for done, (b, result) in enumerate(live_sweep(preset_value, chosen, batch_sizes, new_tokens), start=1):
-            message = (t("batch.done", lang_value, n=done) if done == len(batch_sizes) else
-                       t("batch.progress", lang_value, batch=batch_sizes[done], done=done, total=len(batch_sizes)))
-            yield show(session, result, lang_value, message)
+        with gate.slot(session, lang_value, long=True):
+            yield {state: session, status: t("batch.progress", lang_value, batch=batch_sizes[0], done=0,
+                                             total=len(batch_sizes))}
+            for done, (b, result) in enumerate(live_sweep(preset_value, chosen, batch_sizes, new_tokens), start=1):
+                message = (t("batch.done", lang_value, n=done) if done == len(batch_sizes) else
+                           t("batch.progress", lang_value, batch=batch_sizes[done], done=done,
+                             total=len(batch_sizes)))
+                yield show(session, result, lang_value, message)
 
     upload.upload(on_upload, [lang, state, upload], outputs, api_name="batch_upload")
     upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
     example.click(on_example, [lang, state], outputs, api_name="batch_example")
-    run.click(on_run, [lang, state, preset, drafters, sizes, max_new], outputs, api_name="batch_sweep")
+    run.click(on_run, [lang, state, preset, drafters, sizes, max_new], outputs, api_name="batch_sweep",
+              concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     return view

@@ -13,6 +13,7 @@ from ..controls import choice
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
 from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text
 from ..session import Run, Session, ensure
 from .panels import StepPanels, step_panels
@@ -62,7 +63,8 @@ class ClassroomButtons:
     reset: gr.Button
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ClassroomView:
+def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
+          gate: RunGate) -> ClassroomView:
     labels.make(gr.Markdown, text="class.intro")
     labels.make(gr.Markdown, text="class.part1")
     with gr.Row():
@@ -86,25 +88,27 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
     wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, state, lang, preset,
-         presets)
+         presets, gate)
     return view
 
 
 def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, state: gr.State, lang: gr.Radio,
-         preset: gr.Dropdown, presets: list[str]) -> None:
-    h = {name: guarded(status)(handler) for name, handler in handlers(view, status, state, presets).items()}
+         preset: gr.Dropdown, presets: list[str], gate: RunGate) -> None:
+    h = {name: guarded(status)(handler) for name, handler in handlers(view, status, state, presets, gate).items()}
     frame_outputs = [state, status, view.frame_label, view.caption, view.figure]
     live_outputs = [state, status, view.ledger, *view.panels.outputs]
     # frame moves are instant: queue every click (gradio's default drops clicks while one is pending,
     # so a quick second "next" on a busy server would be lost)
     buttons.prev.click(h["prev"], [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
     buttons.next.click(h["next"], [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
-    buttons.step.click(h["step"], [lang, state, preset], live_outputs, api_name="lesson_step", concurrency_limit=4)
-    buttons.run.click(h["run"], [lang, state, preset], live_outputs, api_name="lesson_run", concurrency_limit=4)
+    buttons.step.click(h["step"], [lang, state, preset], live_outputs, api_name="lesson_step",
+                       concurrency_id="decode", concurrency_limit=gate.handlers)
+    buttons.run.click(h["run"], [lang, state, preset], live_outputs, api_name="lesson_run",
+                      concurrency_id="decode", concurrency_limit=gate.handlers)
     buttons.reset.click(h["reset"], [lang, state], live_outputs, api_name="lesson_reset")
 
 
-def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets: list[str]) -> dict:
+def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets: list[str], gate: RunGate) -> dict:
     """prev / next frame, and step / run / reset of the live run."""
 
     def frame_mover(delta: int):
@@ -125,15 +129,21 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
 
     def on_step(lang_value, session, preset_value):
         session = ensure(session)
-        yield from ensure_run(session, lang_value, preset_value)
-        session.lesson_run.step()
+        with gate.slot(session, lang_value):
+            yield from ensure_run(session, lang_value, preset_value)
+            session.lesson_run.step()
         yield {state: session, status: "", **view.render_live(session, lang_value)}
 
     def on_run(lang_value, session, preset_value):
         session = ensure(session)
-        yield from ensure_run(session, lang_value, preset_value)
-        while session.lesson_run.step() is not None:
-            yield {state: session, status: "", **view.render_live(session, lang_value)}
+        with gate.slot(session, lang_value, long=True):
+            yield from ensure_run(session, lang_value, preset_value)
+            try:
+                while session.lesson_run.step() is not None:
+                    yield {state: session, status: "", **view.render_live(session, lang_value)}
+            except GeneratorExit:  # the client went away
+                session.lesson_run.stop()
+                raise
 
     def on_reset(lang_value, session):
         session = ensure(session)

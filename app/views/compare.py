@@ -14,10 +14,13 @@ from core.prometheus import lab_metrics
 from core.request import DecodeRequest
 
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests, number
+from .. import memory
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
+from ..render import markdown_text
 from ..session import Session, comparison_points, ensure, model_name
 from .own_models import own_model_fields
 
@@ -114,7 +117,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          policy: ModelPolicy) -> CompareView:
+          policy: ModelPolicy, gate: RunGate) -> CompareView:
     settings = build_controls(labels, presets, default_preset, policy)
     with gr.Row():
         run_btn = labels.make(gr.Button, text="btn.compare", variant="primary", elem_id="cmp-run")
@@ -131,8 +134,10 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         *settings_values, repeats = values
         requests = compare_requests(lang_value, presets, *settings_values, policy=policy)
         rounds = number(repeats, "ctl.repeats", lang_value, 1, MAX_REPEATS, integer=True)
-        with lab_metrics().queue(model_name(requests[0]), len(requests) * rounds) as queue:  # /metrics: waiting
-            yield from compare(view, state, session, requests, rounds, lang_value, queue)
+        gate.check_budget(requests * rounds, lang_value)
+        with gate.slot(session, lang_value, long=True):
+            with lab_metrics().queue(model_name(requests[0]), len(requests) * rounds) as queue:  # /metrics: waiting
+                yield from compare(view, state, session, requests, rounds, lang_value, queue)
 
     @guarded(status)
     def on_stop(lang_value, session):
@@ -141,7 +146,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return {state: session}
 
     outputs = [state, status, result_table, plot]
-    run_btn.click(on_compare, [lang, state, *settings], outputs, api_name="compare", concurrency_limit=2)
+    run_btn.click(on_compare, [lang, state, *settings], outputs, api_name="compare", concurrency_id="decode",
+                  concurrency_limit=gate.handlers, preprocess=False)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
     return view
 
@@ -154,10 +160,11 @@ def compare(view: CompareView, state: gr.State, session: Session, requests: list
     session.comparison = None
     for progress in run_comparison(requests, repeats, should_stop=lambda: session.compare_stop, metered=_metered):
         session.comparison = comparison = progress.comparison
-        if progress.phase == "timed" and progress.setup is not None:
+        if progress.phase == "timed" and progress.setup is not None and not progress.tick:
             queue.take()
-        skipped = [t("cmp.skipped", lang, label=label, reason=why) for label, why in comparison.skipped]
+        skipped = [t("cmp.skipped", lang, label=label, reason=markdown_text(why)) for label, why in comparison.skipped]
         if progress.setup is None and progress.phase == "timed":
+            memory.give_back()
             yield view.render(session, lang)
             continue
         yield {state: session, view.status: "<br>".join([_progress_line(progress, len(requests), lang), *skipped])}

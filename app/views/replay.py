@@ -12,7 +12,7 @@ from ..controls import number
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..render import summary_markdown
+from ..render import markdown_text, summary_markdown
 from ..session import Session, ensure
 from .panels import StepPanels, step_panels
 
@@ -21,11 +21,12 @@ EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "assets" / "traces" / "exa
 
 def header_markdown(session: Session, lang: str) -> str:
     header = session.replay.header
-    settings = header.get("settings") or {}
-    return t("replay.header", lang, prompt=header.get("prompt", ""), preset=header.get("preset", "–"),
-             drafter=header.get("drafter", "–"), k=settings.get("k", "–"), tree=settings.get("tree") or "–",
-             temperature=settings.get("temperature", "–"), seed=settings.get("seed", "–"),
-             steps=len(session.replay.steps))
+    settings = header["settings"]
+    fields = dict(prompt=header["prompt"], preset=header["preset"], drafter=header["drafter"],
+                  k=settings["k"] or "–", tree=settings["tree"] or "–", temperature=settings["temperature"],
+                  seed=settings["seed"])
+    return t("replay.header", lang, steps=len(session.replay.steps),
+             **{name: markdown_text(value) for name, value in fields.items()})
 
 
 @dataclass
@@ -119,7 +120,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
     upload.upload(on_upload, [lang, state, upload], outputs, api_name="replay_upload")
     upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
     example.click(on_example, [lang, state], outputs, api_name="replay_example")
-    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto")
+    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
     prev_btn.click(on_prev, [lang, state], outputs, api_name="replay_prev")
     next_btn.click(on_next, [lang, state], outputs, api_name="replay_next")
     return view

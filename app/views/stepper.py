@@ -11,6 +11,7 @@ from ..controls import DRAFTER_NAMES, MAX_TEMPERATURE, ModelPolicy, run_request,
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..limits import RunGate
 from ..render import summary_markdown
 from ..session import Run, Session, ensure, measured_point
 from .own_models import own_model_fields
@@ -103,7 +104,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          default_drafter: str, policy: ModelPolicy) -> StepperView:
+          default_drafter: str, policy: ModelPolicy, gate: RunGate) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
             ctl = build_controls(labels, presets, default_preset, default_drafter, policy)
@@ -112,33 +113,33 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         with gr.Column(scale=3):
             panels = step_panels(labels, "step")
     view = StepperView(panels, status, summary, ctl.download)
-    wire(view, ctl, state, lang, presets, policy)
+    wire(view, ctl, state, lang, presets, policy, gate)
     return view
 
 
 def wire(view: StepperView, ctl: StepperControls, state: gr.State, lang: gr.Radio, presets: list[str],
-         policy: ModelPolicy) -> None:
-    """The buttons' handlers."""
-    handlers = handlers_for(view, state, presets, policy)
+         policy: ModelPolicy, gate: RunGate) -> None:
+    """The buttons' handlers; Step and Play take a decoding slot (``app.limits``) and check their own values."""
+    handlers = handlers_for(view, state, presets, policy, gate)
     outputs = [state, *view.outputs]
     for name in ("step", "play"):
         ctl.buttons[name].click(handlers[name], [lang, state, *ctl.settings], outputs, api_name=name,
-                                concurrency_limit=4)
+                                concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     for name in ("pause", "stop", "reset"):
         ctl.buttons[name].click(handlers[name], [lang, state], outputs, api_name=name, concurrency_limit=None)
     ctl.drafter.change(lambda name: gr.update(visible=takes_option(name, "eagle_nodes")), ctl.drafter, ctl.eagle_row,
                        api_visibility="private")
 
 
-def handlers_for(view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy) -> dict:
+def handlers_for(view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy, gate: RunGate) -> dict:
     """``step``, ``play``, ``pause``, ``stop``, ``reset``: each guarded (a UserError shows in the status line)."""
-    h = StepperHandlers(view, state, presets, policy)
+    h = StepperHandlers(view, state, presets, policy, gate)
     return {name: guarded(view.status)(getattr(h, name)) for name in ("step", "play", "pause", "stop", "reset")}
 
 
 class StepperHandlers:
-    def __init__(self, view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy):
-        self.view, self.state, self.presets, self.policy = view, state, presets, policy
+    def __init__(self, view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy, gate: RunGate):
+        self.view, self.state, self.presets, self.policy, self.gate = view, state, presets, policy, gate
 
     def advance(self, session: Session, lang_value: str) -> dict:
         """One step of the session's run; the step that ends it offers the trace for download."""
@@ -154,6 +155,7 @@ class StepperHandlers:
 
     def start(self, session: Session, lang_value: str, values: tuple):
         request = run_request(lang_value, self.presets, *values, policy=self.policy)
+        self.gate.check_budget([request], lang_value)
         if session.run is not None:
             session.run.stop()
         yield {self.state: session, self.view.status: t("run.loading", lang_value)}
@@ -161,19 +163,26 @@ class StepperHandlers:
 
     def step(self, lang_value, session, *values):
         session = ensure(session)
-        if session.run is None or session.run.done:
-            yield from self.start(session, lang_value, values)
-        yield self.advance(session, lang_value)
+        with self.gate.slot(session, lang_value):
+            if session.run is None or session.run.done:
+                yield from self.start(session, lang_value, values)
+            yield self.advance(session, lang_value)
 
     def play(self, lang_value, session, *values):
         session = ensure(session)
-        if session.run is None or session.run.done:
-            yield from self.start(session, lang_value, values)
-        session.playing = True
-        while session.playing and not session.run.done:
-            yield self.advance(session, lang_value)
-            time.sleep(PLAY_DELAY_S)
-        session.playing = False
+        with self.gate.slot(session, lang_value, long=True):
+            if session.run is None or session.run.done:
+                yield from self.start(session, lang_value, values)
+            session.playing = True
+            try:
+                while session.playing and not session.run.done:
+                    yield self.advance(session, lang_value)
+                    time.sleep(PLAY_DELAY_S)
+            except GeneratorExit:  # Gradio closes the handler when its client goes away: stop decoding
+                session.run.stop()
+                raise
+            finally:
+                session.playing = False
         yield {self.view.status: self.view.render(session, lang_value)[self.view.status]}
 
     def pause(self, lang_value, session):

@@ -47,6 +47,12 @@ def readout(alpha: float, k: int, c: float, lang: str, curve: CostCurve | None =
     return line if curve is not None else line + "<br>" + t("worth.no_curve", lang)
 
 
+def sliders(lang: str, alpha, k, c) -> tuple[float, int, float]:
+    """The three slider values, checked (a value from the API may be anything)."""
+    return (number(alpha, "worth.alpha", lang, 0, 0.999), number(k, "worth.k", lang, 1, 16, integer=True),
+            number(c, "worth.c", lang, 0, 10))
+
+
 @dataclass
 class WorthView:
     sliders: list
@@ -83,10 +89,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
     @guarded(status)
     def on_change(lang_value, session, alpha_value, k_value, c_value):
         session = ensure(session)
-        a = number(alpha_value, "worth.alpha", lang_value, 0, 0.999)
-        kk = number(k_value, "worth.k", lang_value, 1, 16, integer=True)
-        cc = number(c_value, "worth.c", lang_value, 0, 10)
-        return {state: session, status: "", **view.render(session, lang_value, a, kk, cc)}
+        return {state: session, status: "", **view.render(session, lang_value,
+                                                          *sliders(lang_value, alpha_value, k_value, c_value))}
 
     @guarded(status)
     def on_use_last(lang_value, session):
@@ -99,6 +103,6 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
 
     outputs = [state, status, alpha, k, c, text, plot, table]
     gr.on([alpha.release, k.release, c.release, tab.select], on_change, [lang, state, alpha, k, c], outputs,
-          api_name="worth_it")
+          api_name="worth_it", preprocess=False)  # on_change checks every value: a bad one is a message
     use_last.click(on_use_last, [lang, state], outputs, api_name="worth_use_last")
     return view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic.fields import FieldInfo
 
 from ..errors import UserError
-from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
+from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
 from .draft_model import DraftModelDrafter
 from .eagle import Eagle3Drafter, EagleDrafter
 from .hybrid import HybridDrafter
@@ -47,5 +47,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+__all__ = ["BASELINE", "DRAFTERS", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
            "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]

@@ -103,6 +103,10 @@ class DrafterOptions(BaseModel):
         """Parts of a run's label that name these options (e.g. ``N=24``); none by default."""
         return []
 
+    def node_limit(self) -> int | None:
+        """The most nodes these options let a verify hold, when they say (EAGLE's ``eagle_nodes``)."""
+        return None
+
 
 @dataclass(frozen=True)
 class DrafterInputs:

@@ -49,6 +49,9 @@ class EagleOptions(LearnedOptions):
     def labels(self) -> list[str]:
         return [] if self.eagle_nodes is None else [f"N={self.eagle_nodes}"]
 
+    def node_limit(self) -> int | None:
+        return self.eagle_nodes
+
 
 @dataclass
 class Expansion:
