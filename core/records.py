@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from .errors import UserError
+
 TRACE_SCHEMA = 1
 
 

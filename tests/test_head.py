@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-from core import build_decoder
+from core import DecodeRequest, build_decoder
 from core.acceptance import TargetView
 from core.forward import chain_parents, run_segment
 from core.head import LMHead
@@ -71,7 +71,7 @@ def test_decoding_computes_logits_only_for_verify_rows(tiny, monkeypatch):
     rows = []
     call = LMHead.__call__
     monkeypatch.setattr(LMHead, "__call__", lambda self, hidden: rows.append(hidden.shape[0]) or call(self, hidden))
-    decoder, ids = build_decoder("我爱中国，我爱北京，我爱中国，我爱", "tiny", "ngram", k=3, max_new_tokens=12)
+    decoder, ids = build_decoder(DecodeRequest.of("我爱中国，我爱北京，我爱中国，我爱", "tiny", "ngram", k=3, max_new_tokens=12))
     assert len(ids) > 4
     records = [r for r in decoder.steps(ids)]
     assert rows == [1 + len(r.nodes) for r in records] and max(rows) > 1
@@ -81,7 +81,7 @@ def test_decoding_computes_logits_only_for_verify_rows(tiny, monkeypatch):
 @torch.inference_mode()
 def test_step_record_target_probs_are_the_plain_models(tiny):
     target, _ = tiny
-    decoder, ids = build_decoder("我爱中国", "tiny", "draft", k=4, max_new_tokens=6)
+    decoder, ids = build_decoder(DecodeRequest.of("我爱中国", "tiny", "draft", k=4, max_new_tokens=6))
     record = next(iter(decoder.steps(ids)))
     prompt = torch.tensor([ids])
     for node in record.nodes:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from core import UserError, build_decoder, generate
+from core import DecodeRequest, UserError, build_decoder, generate
 from core import models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -28,7 +28,7 @@ def test_evicting_a_model_does_not_break_a_running_decode(monkeypatch):
     expected = generate("我爱", drafter="draft", max_new_tokens=12).tokens
     monkeypatch.setattr(models, "_loaded", models.OrderedDict())
     monkeypatch.setattr(models, "MAX_LOADED_MODELS", 1)
-    decoder, prompt_ids = build_decoder("我爱", drafter="draft", max_new_tokens=12)
+    decoder, prompt_ids = build_decoder(DecodeRequest.of("我爱", drafter="draft", max_new_tokens=12))
     steps = decoder.steps(prompt_ids)
     next(steps)
     models.load_model(str(TINY / "draft-xs"), "cpu")  # the target and draft in use leave the cache

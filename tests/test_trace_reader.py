@@ -29,10 +29,10 @@ def test_every_trace_the_engine_writes_reads_back(traces):
         lines = read_lines(path)
         trace = read_trace(path)
         assert [s.to_dict() for s in trace.steps] == [
-            {k: v for k, v in line.items() if k != "expansion" or v is not None} | {"expansion": line.get("expansion")}
+            line | {"expansion": line.get("expansion"), "decision": line.get("decision")}
             for line in lines[1:-1]], name
         assert trace.summary["tokens"] == lines[-1]["tokens"] and trace.header["prompt"] == lines[0]["prompt"]
-    assert read_trace(traces["eagle3"]).steps[0].expansion["kept_as"]
+    assert read_trace(traces["eagle3"]).steps[0].expansion.kept_as
     stopped = read_trace(traces["stopped"])
     assert stopped.summary["stop_reason"] == "cancelled" and len(stopped.steps) == 2
 

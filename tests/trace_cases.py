@@ -23,14 +23,14 @@ RESPONSE_BUDGET_BYTES = 5 * 2**20
 
 def write_real_traces(folder: Path, max_new_tokens: int = 12) -> dict[str, Path]:
     """One trace per run in ``RUNS``, plus a run stopped after two steps (its KV returned)."""
-    from core import build_decoder, generate
+    from core import DecodeRequest, build_decoder, generate
     from core.records import write_trace
 
     paths = {}
     for name, options in RUNS.items():
         paths[name] = folder / f"{name}.jsonl"
         generate("我爱中国。我爱", max_new_tokens=max_new_tokens, trace=paths[name], **options)
-    decoder, prompt_ids = build_decoder("It is a truth", drafter="draft", max_new_tokens=max_new_tokens)
+    decoder, prompt_ids = build_decoder(DecodeRequest.of("It is a truth", drafter="draft", max_new_tokens=max_new_tokens))
     steps = decoder.steps(prompt_ids)
     next(steps), next(steps)
     steps.close()
