@@ -12,19 +12,15 @@ import bisect
 import hashlib
 import json
 import os
-import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from time import perf_counter
 
 import torch
 
 from .drafters.learned import target_fingerprint
 from .models import LoadedModel
-
-QUERY_TOKENS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32)
-PREFIX_TOKENS = 64
+from .verify_cost import VERIFY_CONTEXT, VERIFY_SIZES, measure_verify_cost
 
 
 @dataclass(frozen=True)
@@ -54,45 +50,19 @@ class CostCurve:
         return self.forward_s * self.v(n)
 
 
-def measure(target: LoadedModel, tokens=QUERY_TOKENS, repeats: int = 5, log=None) -> CostCurve:
-    """Time the engine's verify for every count in ``tokens`` after a ``PREFIX_TOKENS`` prefix,
-    interleaved (each round visits every count once), after one warm-up round; medians."""
-    from .drafters.none import NoDrafter
-    from .engine import DecodeSettings, SpeculativeDecoder
-    from .tree import DraftTree
-
+def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
+    """v(n) through the engine's verify path with the LM head (``core.verify_cost``), after a
+    ``VERIFY_CONTEXT``-token prefix, interleaved, medians; a ratio below an earlier one (noise) is
+    raised to it: more query tokens never cost less."""
     generator = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, target.vocab_size, (PREFIX_TOKENS + 1,), generator=generator).tolist()
-    settings = DecodeSettings(max_new_tokens=max(tokens) + 1, record=False)
-    decoder = SpeculativeDecoder(target, NoDrafter(), settings, {})
-    decoder.begin(prompt)
-    times: dict[int, list[float]] = {n: [] for n in tokens}
-    try:
-        decoder.prefill(prompt)
-        for round_ in range(repeats + 1):
-            for n in tokens:
-                tree = DraftTree()
-                for i in range(n - 1):
-                    tree.add(prompt[i], i - 1, 1.0)
-                start = perf_counter()
-                decoder.verify(prompt[-1], tree)
-                elapsed = perf_counter() - start
-                decoder.kv.commit([])  # drop the written slots: the prefix stays as it was
-                if round_:
-                    times[n].append(elapsed)
-            if log:
-                log(f"[cost] round {round_}/{repeats}")
-    finally:
-        decoder.kv.release_all()
-    one = statistics.median(times[1])
+    context = torch.randint(0, target.vocab_size, (VERIFY_CONTEXT,), generator=generator).tolist()
+    rows = measure_verify_cost({"target": target}, context, VERIFY_SIZES, repeats, heads=(True,))["rows"]
     ratio, highest = [], 1.0
-    for n in tokens:  # more query tokens never cost less: noise that says so is flattened
-        highest = max(highest, statistics.median(times[n]) / one)
+    for row in rows:
+        highest = max(highest, row["verify_ratio"])
         ratio.append(round(highest, 4))
-    return CostCurve(
-        tokens=list(tokens), ratio=ratio,
-        forward_s=one, device=str(target.device), threads=torch.get_num_threads(), model=target.path,
-    )
+    return CostCurve(tokens=[row["n"] for row in rows], ratio=ratio, forward_s=rows[0]["ms"] / 1e3,
+                     device=str(target.device), threads=torch.get_num_threads(), model=target.path)
 
 
 def cache_path(target: LoadedModel) -> Path:
@@ -115,7 +85,7 @@ def cost_curve(target: LoadedModel, remeasure: bool = False, log=None) -> CostCu
         def log(message: str) -> None:
             print(message, file=sys.stderr, flush=True)
     log(f"[cost] measuring verify cost v(n) for {target.path} on {target.device} (cached in {path.parent})")
-    curve = measure(target, log=log)
+    curve = measure(target)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(curve)))

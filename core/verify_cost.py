@@ -44,8 +44,9 @@ def verify_probe(model, kv: RequestKV, ids: list[int], head: LMHead | None) -> C
 
 
 def measure_verify_cost(models: dict[str, LoadedModel], context: list[int], sizes: tuple[int, ...] = VERIFY_SIZES,
-                        repeats: int = VERIFY_REPEATS) -> dict:
-    """``{"context_tokens", "repeats", "rows": [{model, lm_head, n, ms, verify_ratio}]}`` for each named model.
+                        repeats: int = VERIFY_REPEATS, heads: tuple[bool, ...] = (True, False)) -> dict:
+    """``{"context_tokens", "repeats", "rows": [{model, lm_head, n, ms, verify_ratio}]}`` for each named model
+    (``heads``: with the LM head, without it, or both).
 
     ``context`` are target token ids; a model over a smaller vocabulary reads them folded into its
     own (which tokens are read does not change the cost). ``verify_ratio`` divides by the same
@@ -61,7 +62,7 @@ def measure_verify_cost(models: dict[str, LoadedModel], context: list[int], size
             requests.append(kv)
             run_segment(model, kv, ids, chain_parents(len(ids)))
             kv.commit(list(range(len(ids))))
-            for lm_head in (True, False):
+            for lm_head in heads:
                 head = LMHead.of(model) if lm_head else None
                 for n in sizes:
                     probe_ids = (ids * (n // len(ids) + 1))[-n:]
