@@ -179,20 +179,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if config.compare_hf:
         per_prompt = [hf_runners(config, p) for p in prompts]
         hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
-    everything = {**engine, **{f"hf:{k}": v for k, v in hf.items()}}
-
-    log(f"warm-up: {len(everything)} configurations on the first prompt")
-    for runners in everything.values():
-        runners[0]()
-    timings = {name: [[] for _ in prompts] for name in everything}
-    total = config.repeats * len(prompts)
-    for repeat in range(config.repeats):
-        for i, _ in enumerate(prompts):
-            for name, runners in everything.items():
-                timings[name][i].append(runners[i]())
-            done = repeat * len(prompts) + i + 1
-            log(f"[{done}/{total}] repeat {repeat + 1}, prompt {i + 1}")
-
+    timings = time_interleaved({**engine, **{f"hf:{k}": v for k, v in hf.items()}}, config.repeats, log)
     engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
     result = {
         "preset": config.preset,
@@ -228,6 +215,23 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if sizes:
         result.update(batch_study(config, sizes, prompts, log))
     return result
+
+
+def time_interleaved(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
+                     log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
+    """Every configuration on every prompt, ``repeats`` times, interleaved prompt by prompt after a
+    warm-up on the first prompt; ``[name][prompt]`` -> the repeats' timings."""
+    log(f"warm-up: {len(everything)} configurations on the first prompt")
+    for runners in everything.values():
+        runners[0]()
+    prompts = len(next(iter(everything.values())))
+    timings = {name: [[] for _ in range(prompts)] for name in everything}
+    for repeat in range(repeats):
+        for i in range(prompts):
+            for name, runners in everything.items():
+                timings[name][i].append(runners[i]())
+            log(f"[{repeat * prompts + i + 1}/{repeats * prompts}] repeat {repeat + 1}, prompt {i + 1}")
+    return timings
 
 
 def verify_study(config: BenchConfig, prompts: list[str], log: Callable[[str], None]) -> dict:

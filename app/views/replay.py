@@ -56,25 +56,34 @@ class ReplayView:
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
-    labels(gr.Markdown(labels.text("replay.intro")), value="replay.intro")
+    labels.make(gr.Markdown, text="replay.intro")
     with gr.Row():
-        upload = labels(gr.File(label=labels.text("replay.upload"), file_types=[".jsonl", ".json", ".txt"],
-                                elem_id="replay-upload", scale=3), label="replay.upload")
-        example = labels(gr.Button(labels.text("btn.example_trace"), elem_id="replay-example", scale=1),
-                         value="btn.example_trace")
+        upload = labels.make(gr.File, file_types=[".jsonl", ".json", ".txt"], elem_id="replay-upload", scale=3,
+                             label="replay.upload")
+        example = labels.make(gr.Button, elem_id="replay-example", scale=1, text="btn.example_trace")
     status = gr.Markdown(elem_id="replay-status", elem_classes=["sdl-status"])
     with gr.Row():
         header = gr.Markdown(elem_id="replay-header")
         summary = gr.Markdown(elem_id="replay-summary")
     with gr.Row():
-        prev_btn = labels(gr.Button(labels.text("btn.prev"), elem_id="replay-prev", scale=1), value="btn.prev")
-        slider = labels(gr.Slider(1, 2, value=1, step=1, label=labels.text("replay.step"), elem_id="replay-slider",
-                                  scale=4), label="replay.step")
-        next_btn = labels(gr.Button(labels.text("btn.next"), variant="primary", elem_id="replay-next", scale=1),
-                          value="btn.next")
-    panels = step_panels(labels, "replay")
-    view = ReplayView(panels, status, header, summary, slider)
-    outputs = [state, status, header, summary, slider] + panels.outputs
+        prev_btn = labels.make(gr.Button, elem_id="replay-prev", scale=1, text="btn.prev")
+        slider = labels.make(gr.Slider, 1, 2, value=1, step=1, elem_id="replay-slider", scale=4, label="replay.step")
+        next_btn = labels.make(gr.Button, variant="primary", elem_id="replay-next", scale=1, text="btn.next")
+    view = ReplayView(step_panels(labels, "replay"), status, header, summary, slider)
+    h = {name: guarded(status)(handler) for name, handler in handlers(view, state).items()}
+    outputs = [state, status, header, summary, slider] + view.panels.outputs
+    upload.upload(h["upload"], [lang, state, upload], outputs, api_name="replay_upload")
+    upload.clear(h["upload"], [lang, state, upload], outputs, api_visibility="private")
+    example.click(h["example"], [lang, state], outputs, api_name="replay_example")
+    slider.release(h["goto"], [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
+    prev_btn.click(h["prev"], [lang, state], outputs, api_name="replay_prev")
+    next_btn.click(h["next"], [lang, state], outputs, api_name="replay_next")
+    return view
+
+
+def handlers(view: ReplayView, state: gr.State) -> dict:
+    """upload, example, goto, prev, next."""
+    status = view.status
 
     def load(session: Session, path, lang_value: str) -> dict:
         trace = read_trace(path)
@@ -83,7 +92,6 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
         session.replay, session.replay_index = trace, 0
         return {state: session, status: "", **view.render(session, lang_value)}
 
-    @guarded(status)
     def on_upload(lang_value, session, path):
         session = ensure(session)
         if not path:
@@ -91,7 +99,6 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
             return {state: session, status: "", **view.render(session, lang_value)}
         return load(session, path, lang_value)
 
-    @guarded(status)
     def on_example(lang_value, session):
         return load(ensure(session), EXAMPLE_TRACE, lang_value)
 
@@ -101,26 +108,17 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
         session.replay_index = max(0, min(index, len(session.replay.steps) - 1))
         return {state: session, status: "", **view.render(session, lang_value)}
 
-    @guarded(status)
     def on_goto(lang_value, session, step_number):
         session = ensure(session)
         limit = len(session.replay.steps) if session.replay else 1
         return move(session, lang_value, number(step_number, "replay.step", lang_value, 1, limit, integer=True) - 1)
 
-    @guarded(status)
     def on_prev(lang_value, session):
         session = ensure(session)
         return move(session, lang_value, session.replay_index - 1)
 
-    @guarded(status)
     def on_next(lang_value, session):
         session = ensure(session)
         return move(session, lang_value, session.replay_index + 1)
 
-    upload.upload(on_upload, [lang, state, upload], outputs, api_name="replay_upload")
-    upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
-    example.click(on_example, [lang, state], outputs, api_name="replay_example")
-    slider.release(on_goto, [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
-    prev_btn.click(on_prev, [lang, state], outputs, api_name="replay_prev")
-    next_btn.click(on_next, [lang, state], outputs, api_name="replay_next")
-    return view
+    return {"upload": on_upload, "example": on_example, "goto": on_goto, "prev": on_prev, "next": on_next}
