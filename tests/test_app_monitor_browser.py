@@ -26,7 +26,7 @@ def test_monitor_shows_the_engines_tau_and_per_position_acceptance():
         page.click("#mon-start")
         page.wait_for_function("() => document.querySelector('#mon-status').innerText.includes('/metrics')")
 
-        run_compare(page, ["eagle3"], "3", max_new_tokens=24)  # the baseline, then eagle3 k=3
+        run_compare(page, ["eagle3"], "3", max_new_tokens=24, repeats=1)  # the baseline, then eagle3 k=3, timed once
 
         engine = tally(generate(PROMPT, preset="tiny", drafter="eagle3", k=3, max_new_tokens=24).steps)
         open_tab(page, "monitor")
