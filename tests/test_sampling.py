@@ -12,6 +12,17 @@ from core import DecodeRequest, build_decoder
 
 # English prompts: the tiny target's Chinese is too spread out for N runs to fill the bins.
 
+
+@pytest.fixture(autouse=True)
+def fixed_cost_curve(monkeypatch):
+    """``--k auto`` reads this machine's measured verify cost; a fixed, gently rising curve keeps its
+    pruning (and so what this test exercises) the same on every machine and load."""
+    from core.cost import CostCurve
+
+    curve = CostCurve(tokens=[1, 2, 3, 4], ratio=[1.0, 1.05, 1.1, 1.15], forward_s=0.01, device="cpu", threads=1,
+                      model="fixed")
+    monkeypatch.setattr("core.api.cost_curve", lambda target: curve)
+
 TEMPERATURE = 0.8
 N = 600
 
@@ -53,7 +64,8 @@ def binned(joint, counts, n):
 
 
 def sample_pairs(prompt, drafter, **shape):
-    counts = {}
+    """{(x1, x2): count} over N seeds, and the draft tokens verified over all of them."""
+    counts, proposed = {}, 0
     for seed in range(N):
         decoder, ids = build_decoder(DecodeRequest.of(
             prompt, "tiny", drafter, temperature=TEMPERATURE, seed=seed, max_new_tokens=3, **shape
@@ -63,7 +75,8 @@ def sample_pairs(prompt, drafter, **shape):
         tokens = decoder.result.tokens
         key = (tokens[0], tokens[1] if len(tokens) > 1 else None)
         counts[key] = counts.get(key, 0) + 1
-    return counts, decoder.result
+        proposed += decoder.result.draft_tokens_proposed
+    return counts, proposed
 
 
 @pytest.mark.parametrize(
@@ -80,11 +93,11 @@ def test_speculative_sampling_follows_the_target(tiny, prompt, drafter, shape):
     target, _ = tiny
     ids = target.tokenizer(prompt).input_ids
     joint = exact_joint(target, ids)
-    counts, last = sample_pairs(prompt, drafter, **shape)
+    counts, proposed = sample_pairs(prompt, drafter, **shape)
     observed, expected = binned(joint, counts, N)
     assert len(observed) >= 3, "the test needs a spread-out distribution"
     assert chisquare(observed, expected).pvalue > 1e-3
-    assert last.draft_tokens_proposed > 0
+    assert proposed > N  # the speculative path ran: drafts were verified
 
 
 def test_the_check_rejects_the_draft_models_own_law(tiny):
