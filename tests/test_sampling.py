@@ -97,7 +97,7 @@ def test_speculative_sampling_follows_the_target(tiny, prompt, drafter, shape):
     observed, expected = binned(joint, counts, N)
     assert len(observed) >= 3, "the test needs a spread-out distribution"
     assert chisquare(observed, expected).pvalue > 1e-3
-    assert proposed > N  # the speculative path ran: drafts were verified
+    assert proposed > 0  # the speculative path ran: drafts were verified
 
 
 def test_the_check_rejects_the_draft_models_own_law(tiny):
