@@ -15,7 +15,9 @@ It wraps any drafter. Each step:
    Nodes are taken best-first (a node only after its parent and its earlier siblings, so the
    sampling rule's sibling order stays intact) and the prefix with the most expected tokens per
    second of verify, ``(1 + E) / (forward(1) * v(n + 1))`` with v from ``core.cost``, is kept --
-   possibly none: then the step is a plain decode.
+   possibly none: then the step is a plain decode. When the draft's tokens were sampled
+   (temperature > 0, a draft model), a node is judged by its depth's acceptance so far instead of
+   its own q: dropping a node because of its own draw would bias the output.
 
 Verify time is the cost curve scaled by what this run's verifies actually took. The decision of
 every step (nodes offered and chosen, expected tokens and gain, the reason) goes into its
@@ -44,6 +46,8 @@ class Calibration:
 
     hits: list[float] = field(default_factory=lambda: [0.0] * BINS)
     trials: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    depth_hits: list[float] = field(default_factory=list)  # the same, by depth (for sampled drafts)
+    depth_trials: list[float] = field(default_factory=list)
 
     def bin(self, q: float) -> int:
         return min(BINS - 1, max(0, int(q * BINS)))
@@ -52,10 +56,26 @@ class Calibration:
         b = self.bin(q)
         return (self.hits[b] + PRIOR_WEIGHT * q) / (self.trials[b] + PRIOR_WEIGHT)
 
-    def observe(self, q: float, accepted: bool) -> None:
+    def observe(self, q: float, depth: int, accepted: bool) -> None:
         b = self.bin(q)
         self.trials[b] += 1
         self.hits[b] += accepted
+        while len(self.depth_trials) < depth:
+            self.depth_trials.append(0.0)
+            self.depth_hits.append(0.0)
+        self.depth_trials[depth - 1] += 1
+        self.depth_hits[depth - 1] += accepted
+
+    def at_depth(self, depth: int) -> float:
+        """Acceptance of reached nodes at ``depth`` on this run (prior: one half)."""
+        hits = self.depth_hits[depth - 1] if depth <= len(self.depth_hits) else 0.0
+        trials = self.depth_trials[depth - 1] if depth <= len(self.depth_trials) else 0.0
+        return (hits + PRIOR_WEIGHT * 0.5) / (trials + PRIOR_WEIGHT)
+
+
+def _sampled(tree: DraftTree) -> bool:
+    """Whether the tree's tokens were drawn at random (a draft law that is not one-hot)."""
+    return any(dist is not None and float(dist.max()) < 1.0 for dist in tree.draft_dists)
 
 
 def best_first(tree: DraftTree, chance: list[float]) -> list[int]:
@@ -125,7 +145,7 @@ class GoodputController(Drafter):
         draft_s = perf_counter() - start
         self.draft_s = draft_s if self.draft_s == 0 else 0.8 * self.draft_s + 0.2 * draft_s
         self.proposed = tree
-        self.kept, expected, gain = self._choose(tree, plain_s)
+        self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree))
         reason = "empty" if not len(tree) else ("all" if len(self.kept) == len(tree) else
                                                  "part" if self.kept else "none")
         self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
@@ -171,10 +191,17 @@ class GoodputController(Drafter):
             return True
         return False
 
-    def _choose(self, tree: DraftTree, plain_s: float) -> tuple[list[int], float, float]:
+    def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False) -> tuple[list[int], float, float]:
         """The best-first prefix of ``tree`` with the most expected tokens per verify second; returns
-        (nodes kept, expected tokens, expected gain over a plain step)."""
-        chance = [self.calibration(q) for q in tree.draft_probs]
+        (nodes kept, expected tokens, expected gain over a plain step).
+
+        ``sampled``: the draft's tokens were drawn at random (a draft model at temperature > 0). Then
+        whether a node is verified must not depend on the node's own draw -- keeping only the
+        confident draws would bias the output away from the target's law -- so every node is judged
+        by its depth's acceptance on this run so far, which its draw does not touch."""
+        depths = tree.depths
+        chance = ([self.calibration.at_depth(d) for d in depths] if sampled else
+                  [self.calibration(q) for q in tree.draft_probs])
         order = best_first(tree, chance)
         path = {}
         best, best_rate, expected = 0, 1.0 / plain_s, 1.0
@@ -190,10 +217,10 @@ class GoodputController(Drafter):
 
     def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float) -> None:
         """Calibrate a(q) on the reached nodes; rescale the cost curve; update the drafting rate."""
-        kept = set(accepted)
+        kept, depths = set(accepted), tree.depths
         for node, parent in enumerate(tree.parents):
             if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
-                self.calibration.observe(tree.draft_probs[node], node in kept)
+                self.calibration.observe(tree.draft_probs[node], depths[node], node in kept)
         if len(tree):
             scale = verify_s / self.curve.seconds(len(tree) + 1)
             self.verify_scale = 0.8 * self.verify_scale + 0.2 * scale

@@ -38,8 +38,9 @@ def test_the_calibration_starts_at_the_drafters_word_and_learns():
     a = Calibration()
     assert a(0.85) == pytest.approx(0.85)
     for _ in range(50):
-        a.observe(0.85, False)
+        a.observe(0.85, 1, False)
     assert a(0.85) < 0.05 and a(0.25) == pytest.approx(0.25)
+    assert a.at_depth(1) < 0.05 and a.at_depth(2) == pytest.approx(0.5)
 
 
 def test_it_verifies_all_when_verifying_is_flat_and_none_when_it_is_steep():
