@@ -30,9 +30,47 @@ def model_name(request: DecodeRequest) -> str:
     return request.target or request.preset
 
 
-class Run:
-    """One decoding run driven a step at a time. Calls are serialised, so a Step that arrives
-    while Play is mid-step waits instead of re-entering the engine."""
+class _Stepped:
+    """A generator advanced one item per call under a lock (a Step that arrives while Play is
+    mid-step waits instead of re-entering the engine); ``done`` once it ends, fails or is stopped."""
+
+    def __init__(self, items):
+        self.done = False
+        self._items = items
+        self._lock = threading.Lock()
+
+    def _next(self):
+        """The next item, or None once the generator is over (call with the lock held)."""
+        if self.done:
+            return None
+        try:
+            return next(self._items)
+        except StopIteration:
+            self._end()
+            return None
+        except BaseException:
+            self._end()
+            raise
+
+    def _finish(self) -> None:
+        """Let the generator leave its loop (it builds its result there), then end."""
+        for _ in self._items:
+            pass
+        self._end()
+
+    def _end(self) -> None:
+        self.done = True
+
+    def stop(self) -> None:
+        """Cancel: the engine releases every KV block it holds."""
+        with self._lock:
+            if not self.done:
+                self._items.close()
+                self._end()
+
+
+class Run(_Stepped):
+    """One decoding run driven a step at a time."""
 
     def __init__(self, request: DecodeRequest):
         decoder, prompt_ids = build_decoder(request)
@@ -41,42 +79,24 @@ class Run:
         self.prompt = request.prompt
         self.decoder = decoder
         self.records: list[StepRecord] = []
-        self.done = False  # finished, stopped, or failed: the engine has returned its KV blocks
-        self._steps = decoder.steps(prompt_ids)
-        self._lock = threading.Lock()
+        super().__init__(decoder.steps(prompt_ids))  # done: the engine has returned its KV blocks
 
     def step(self) -> StepRecord | None:
         """Advance one speculative step; None once the run is done."""
         with self._lock:
-            if self.done:
+            record = self._next()
+            if record is None:
                 return None
-            try:
-                record = next(self._steps)
-            except StopIteration:
-                self._end()
-                return None
-            except BaseException:
-                self._end()
-                raise
             self.records.append(record)
             self.meter.observe(record)
             if record.finished:
-                for _ in self._steps:  # let the engine leave its loop and build the RunResult
-                    pass
-                self._end()
+                self._finish()
             return record
 
     def _end(self) -> None:
-        self.done = True
+        super()._end()
         self.meter.close()
         memory.give_back()
-
-    def stop(self) -> None:
-        """Cancel the run: the engine releases every KV block it holds."""
-        with self._lock:
-            if not self.done:
-                self._steps.close()
-                self._end()
 
     @property
     def result(self) -> RunResult | None:
@@ -88,9 +108,9 @@ class Run:
         return bool(self.records) and self.records[-1].finished
 
 
-class ServingRun:
+class ServingRun(_Stepped):
     """A queue of requests decoded as a continuous batch (``core.batch.BatchDecoder.serve``), one
-    batched step at a time; calls are serialised like ``Run``'s."""
+    batched step at a time."""
 
     def __init__(self, requests: list[DecodeRequest], max_batch: int):
         built = [build_decoder(r) for r in requests]
@@ -98,35 +118,18 @@ class ServingRun:
         self.prompts = [r.prompt for r in requests]
         self.batch = BatchDecoder([d for d, _ in built], [ids for _, ids in built], max_batch=max_batch)
         self.steps: list[BatchStep] = []
-        self.done = False  # finished or stopped: every block is back
-        self._served = self.batch.serve()
-        self._lock = threading.Lock()
+        super().__init__(self.batch.serve())  # done: every block is back
 
     def step(self) -> BatchStep | None:
         """One batched verify forward; None once the queue is served."""
         with self._lock:
-            if self.done:
+            batch_step = self._next()
+            if batch_step is None:
                 return None
-            try:
-                batch_step = next(self._served)
-            except StopIteration:
-                self.done = True
-                return None
-            except BaseException:
-                self.done = True
-                raise
             self.steps.append(batch_step)
             if not batch_step.waiting and set(batch_step.left) == set(batch_step.records):
-                for _ in self._served:  # the last requests left: let the batch build its result
-                    pass
-                self.done = True
+                self._finish()  # the last requests left
             return batch_step
-
-    def stop(self) -> None:
-        with self._lock:
-            if not self.done:
-                self._served.close()
-                self.done = True
 
 
 def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
