@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Iterator
 
-from .engine import SpeculativeDecoder
+from .engine import Ending, SpeculativeDecoder
 from .errors import UserError
 from .forward import chain_parents, head_rows, run_batch_body
 from .head import LMHead
@@ -134,31 +134,26 @@ class BatchDecoder:
         queue = list(range(len(self.decoders)))
         running: list[int] = []
         forwards = 0
-        stop_reason = "done"
-        try:
+        with Ending(lambda reason: self._end(reason, running, forwards, start), default="done"):
             joined = self._admit(forward, queue, running)
             while running:
                 batch_step = self._serve_step(forward, running, joined, queue, forwards)
                 forwards += 1
                 yield batch_step
                 joined = self._admit(forward, queue, running)
-        except GeneratorExit:
-            stop_reason = "cancelled"
-            raise
-        except Exception:
-            stop_reason = "error"
-            raise
-        finally:
-            for i in running:
-                self.decoders[i].end(stop_reason)
-            self.result = BatchResult(
-                results=[d.result for d in self.decoders if d.result is not None],
-                wall_s=perf_counter() - start,
-                target_forwards=forwards,
-                peak_blocks_in_use=self.pool.pool.peak_in_use,
-                blocks_in_use_after=self.pool.pool.blocks_in_use,
-                stop_reason=stop_reason,
-            )
+
+    def _end(self, stop_reason: str, running: list[int], forwards: int, start: float) -> None:
+        """Return the blocks of every request still running and build ``result``."""
+        for i in running:
+            self.decoders[i].end(stop_reason)
+        self.result = BatchResult(
+            results=[d.result for d in self.decoders if d.result is not None],
+            wall_s=perf_counter() - start,
+            target_forwards=forwards,
+            peak_blocks_in_use=self.pool.pool.peak_in_use,
+            blocks_in_use_after=self.pool.pool.blocks_in_use,
+            stop_reason=stop_reason,
+        )
 
     def _admit(self, forward: PagedForward, queue: list[int], running: list[int]) -> list[int]:
         """Move queued requests into the batch while there is room; prefill them together."""

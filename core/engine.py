@@ -104,6 +104,26 @@ class _Emitted:
     kinds: list[str]  # "accepted" | "correction" | "bonus" | "target", per token
 
 
+class Ending:
+    """``with Ending(finish): ...`` calls ``finish(reason)`` however the block is left: ``default`` when
+    it ran to its end, "cancelled" when the generator around it was closed, "error" when it raised."""
+
+    def __init__(self, finish, default: str | None = None):
+        self.finish, self.default = finish, default
+
+    def __enter__(self) -> "Ending":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        reason = self.default
+        if kind is not None and issubclass(kind, GeneratorExit):
+            reason = "cancelled"
+        elif kind is not None and issubclass(kind, Exception):
+            reason = "error"
+        self.finish(reason)
+        return False
+
+
 class SpeculativeDecoder:
     """Decodes one prompt. Iterate ``steps()`` for the StepRecords; afterwards ``result`` holds the RunResult.
 
@@ -179,8 +199,7 @@ class SpeculativeDecoder:
     # ---- the loop ----------------------------------------------------------------------------
     def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
         self.begin(prompt_ids)
-        stop_reason = None
-        try:
+        with Ending(self.end):
             self.prefill(prompt_ids)
             while not self.finished:
                 proposal = self.propose_step()
@@ -190,14 +209,6 @@ class SpeculativeDecoder:
                 self.tally.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.tally.resume()
-        except GeneratorExit:
-            stop_reason = "cancelled"
-            raise
-        except Exception:
-            stop_reason = "error"
-            raise
-        finally:
-            self.end(stop_reason)
 
     def capacity_tokens(self, prompt_len: int) -> int:
         """The most tokens this run's cache holds at once: prompt, output and one draft tree."""

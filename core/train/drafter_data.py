@@ -389,18 +389,46 @@ def build(settings: PipelineSettings, run: RunOptions, log=None) -> Path:
 
 def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerprint: dict, folder: Path, log) -> Path:
     manifest_path = folder / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else None
-    if manifest and (manifest["settings"] != json.loads(json.dumps(asdict(settings)))
-                     or manifest["target"] != fingerprint):
-        raise UserError(f"{folder} holds data of other settings or another target: choose another --out")
+    manifest = _read_manifest(manifest_path, settings, fingerprint)
     for stale in folder.glob(".*.tmp"):  # a write that a kill interrupted
         stale.unlink()
     streams = load_streams(folder, target, settings)
+    manifest = _with_run(manifest or _new_manifest(target, settings, fingerprint, streams), target, run)
     openings = [(stream == target.tokenizer.bos_token_id).nonzero().flatten() for stream in streams]
     n_shards = math.ceil(run.budget_tokens / settings.shard_positions)
     done = done_shards(folder)
     todo = [i for i in range(n_shards) if i not in done]
-    manifest = manifest or {
+    head = Head(target.model, settings.rescore)
+    annotator = Annotator(target, head, settings.layers, settings.top_k)
+    progress = Progress(total=n_shards * settings.shard_positions,
+                        done=len(done & set(range(n_shards))) * settings.shard_positions)
+    log(f"{folder}: {len(done)} shards there, {len(todo)} to make ({settings.shard_positions:,} positions each; "
+        f"{run.budget_tokens:,} positions asked), layers {list(settings.layers)}, device {target.device}, "
+        f"{torch.get_num_threads()} threads")
+    for index in todo:
+        seconds = _make_shard(target, settings, run, folder, index, n_shards, streams, openings, head, annotator,
+                              progress, log)
+        shards = len(done_shards(folder))
+        manifest.update(shards=shards, positions=shards * settings.shard_positions,
+                        seconds=round(manifest["seconds"] + seconds, 1),
+                        updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        write_json(manifest_path, manifest)
+    write_json(manifest_path, manifest)
+    log(f"done: {folder} holds {manifest['positions']:,} positions")
+    return folder
+
+
+def _read_manifest(path: Path, settings: PipelineSettings, fingerprint: dict) -> dict | None:
+    """The manifest a previous run left, checked to be of these settings and this target (None if none)."""
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if manifest and (manifest["settings"] != json.loads(json.dumps(asdict(settings)))
+                     or manifest["target"] != fingerprint):
+        raise UserError(f"{path.parent} holds data of other settings or another target: choose another --out")
+    return manifest
+
+
+def _new_manifest(target, settings: PipelineSettings, fingerprint: dict, streams: list[torch.Tensor]) -> dict:
+    return {
         "pipeline_version": PIPELINE_VERSION, "settings": asdict(settings), "target": fingerprint,
         "target_path": str(target.path), "key": data_key(settings, fingerprint),
         "sources": source_records(settings, streams), "chat_prompts": prompt_count(),
@@ -412,48 +440,44 @@ def _build_locked(target, settings: PipelineSettings, run: RunOptions, fingerpri
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [], "shards": 0, "positions": 0,
         "seconds": 0.0,
     }
+
+
+def _with_run(manifest: dict, target, run: RunOptions) -> dict:
+    """The manifest with this run (its budget, device, threads and command) appended."""
     manifest["runs"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "budget_tokens": run.budget_tokens, "device": str(target.device),
                              "dtype": str(target.model.dtype), "threads": torch.get_num_threads(),
                              "batch_size": run.batch_size, "gen_batch": run.gen_batch,
                              "command": "python -m core.train.drafter_data " + " ".join(sys.argv[1:])})
-    head = Head(target.model, settings.rescore)
-    annotator = Annotator(target, head, settings.layers, settings.top_k)
-    progress = Progress(total=n_shards * settings.shard_positions,
-                        done=len(done & set(range(n_shards))) * settings.shard_positions)
-    log(f"{folder}: {len(done)} shards there, {len(todo)} to make ({settings.shard_positions:,} positions each; "
-        f"{run.budget_tokens:,} positions asked), layers {list(settings.layers)}, device {target.device}, "
-        f"{torch.get_num_threads()} threads")
-    for index in todo:
-        start, cpu_start = time.perf_counter(), time.process_time()
-        plans = plan_shard(settings, index, streams, openings)
-        tokens, prompt_lens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
-        decoded, cpu_decoded = time.perf_counter(), time.process_time()
-        log(f"shard {index + 1}/{n_shards}: {sum(p.kind == DISTILL for p in plans)} continuations decoded in "
-            f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
-        parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
-        forward_seconds = time.perf_counter() - decoded
-        tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
-        tensors.update(
-            tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
-            source=torch.tensor([p.source for p in plans], dtype=torch.int16), prompt_len=prompt_lens,
-        )
-        seconds = time.perf_counter() - start
-        write_atomic(shard_path(folder, index), lambda tmp: save_file(
-            tensors, str(tmp), metadata={"shard": str(index), "seconds": f"{seconds:.2f}", "device": str(target.device)}))
-        progress.done += settings.shard_positions
-        progress.made += settings.shard_positions
-        manifest.update(shards=len(done_shards(folder)), positions=len(done_shards(folder)) * settings.shard_positions,
-                        seconds=round(manifest["seconds"] + seconds, 1),
-                        updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        write_json(manifest_path, manifest)
-        distilled = sum(p.kind == DISTILL for p in plans)
-        log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
-            f"{seconds:.1f} s (decoding {decoded - start:.1f} s, teacher-forced pass {forward_seconds:.1f} s; CPU time "
-            f"{cpu_decoded - cpu_start:.0f} + {time.process_time() - cpu_decoded:.0f} s); {progress.line()}")
-    write_json(manifest_path, manifest)
-    log(f"done: {folder} holds {manifest['positions']:,} positions")
-    return folder
+    return manifest
+
+
+def _make_shard(target, settings: PipelineSettings, run: RunOptions, folder: Path, index: int, n_shards: int,
+                streams, openings, head, annotator, progress: Progress, log) -> float:
+    """Decode the shard's continuations, annotate every sequence, write it atomically; its seconds."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    plans = plan_shard(settings, index, streams, openings)
+    distilled = sum(p.kind == DISTILL for p in plans)
+    tokens, prompt_lens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
+    decoded, cpu_decoded = time.perf_counter(), time.process_time()
+    log(f"shard {index + 1}/{n_shards}: {distilled} continuations decoded in "
+        f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
+    parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
+    forward_seconds = time.perf_counter() - decoded
+    tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
+    tensors.update(
+        tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
+        source=torch.tensor([p.source for p in plans], dtype=torch.int16), prompt_len=prompt_lens,
+    )
+    seconds = time.perf_counter() - start
+    write_atomic(shard_path(folder, index), lambda tmp: save_file(
+        tensors, str(tmp), metadata={"shard": str(index), "seconds": f"{seconds:.2f}", "device": str(target.device)}))
+    progress.done += settings.shard_positions
+    progress.made += settings.shard_positions
+    log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
+        f"{seconds:.1f} s (decoding {decoded - start:.1f} s, teacher-forced pass {forward_seconds:.1f} s; CPU time "
+        f"{cpu_decoded - cpu_start:.0f} + {time.process_time() - cpu_decoded:.0f} s); {progress.line()}")
+    return seconds
 
 
 # ---- reading it back for the trainers ---------------------------------------------------------
