@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 
 from .cost import CostCurve
-from .drafters.base import Drafter, ProposeContext
+from .drafters.base import Drafter, ProposeContext, Wrapper
 from .records import DecisionRecord
 from .tree import DraftTree
 
@@ -109,20 +109,18 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
     return out
 
 
-class GoodputController(Drafter):
+class GoodputController(Wrapper):
     """Wraps ``inner`` and prunes each of its drafts to the expected-goodput-best prefix."""
 
     def __init__(self, inner: Drafter, curve: CostCurve):
-        super().__init__(inner.shape)
-        self.inner, self.curve = inner, curve
+        super().__init__(inner.shape, inner)
+        self.curve = curve
         self.name = inner.name
-        self.hidden_layers = inner.hidden_layers
-        self.model_path = inner.model_path
         self.max_nodes = inner.max_nodes
 
     # ---- the run ------------------------------------------------------------------------------
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
-        self.inner.start(prompt_ids, capacity_tokens)
+        super().start(prompt_ids, capacity_tokens)
         self.calibration = Calibration()
         self.verify_scale = 1.0  # this run's verify seconds / the curve's
         self.draft_s = 0.0  # typical drafting seconds per drafting step
@@ -159,21 +157,6 @@ class GoodputController(Drafter):
         verify_s = perf_counter() - self._verify_start
         self._learn(tree, accepted, verify_s)
         self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
-
-    def observe(self, tokens, hidden) -> None:
-        self.inner.observe(tokens, hidden)
-
-    def stop(self) -> None:
-        self.inner.stop()
-
-    def kv_summary(self):
-        return self.inner.kv_summary()
-
-    def own_kv(self):
-        return self.inner.own_kv()
-
-    def expansion(self):
-        return self.inner.expansion()
 
     def decision(self) -> DecisionRecord | None:
         return self.last_decision

@@ -33,40 +33,38 @@ VERIFY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+# attribute -> (kind, name, help, extra labels...): vLLM's names first, then the lab's own
+METRICS: dict[str, tuple] = {
+    "drafts": (Counter, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+    "draft_tokens": (Counter, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+    "accepted_tokens": (Counter, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."),
+    "accepted_per_pos": (Counter, "vllm:spec_decode_num_accepted_tokens_per_pos",
+                         "Accepted tokens per draft position.", "position"),
+    "generation_tokens": (Counter, "vllm:generation_tokens", "Number of generation tokens processed."),
+    "running": (Gauge, "vllm:num_requests_running", "Number of requests in model execution batches."),
+    "waiting": (Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    "verify_seconds": (Histogram, "sdlab_verify_seconds", "Seconds of each target verify forward."),
+    "draft_seconds": (Counter, "sdlab_draft_seconds", "Seconds spent drafting, over the steps that drafted."),
+    "drafting_verify_seconds": (Counter, "sdlab_drafting_verify_seconds",
+                                "Verify seconds of the steps that drafted (draft cost = "
+                                "sdlab_draft_seconds_total / sdlab_drafting_verify_seconds_total)."),
+    "target_forwards": (Counter, "sdlab_target_forwards", "Target verify forwards (one per step)."),
+    "kv_blocks_in_use": (Gauge, "sdlab_kv_blocks_in_use", "KV blocks held by the running requests."),
+    "kv_blocks_freed": (Counter, "sdlab_kv_blocks_freed", "KV blocks returned to the pool after a verify."),
+    "kv_slots_freed": (Counter, "sdlab_kv_slots_freed", "KV slots of rejected draft nodes released."),
+}
+
+
 class LabMetrics:
     """One registry with vLLM's spec-decode and request counters and the lab's ``sdlab_`` ones."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", LABELS, registry=r)
-        self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", LABELS,
-                                    registry=r)
-        self.accepted_tokens = Counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
-                                       LABELS, registry=r)
-        self.accepted_per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
-                                        "Accepted tokens per draft position.", (*LABELS, "position"), registry=r)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.",
-                                         LABELS, registry=r)
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                             LABELS, registry=r)
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                             LABELS, registry=r)
-        self.verify_seconds = Histogram("sdlab_verify_seconds", "Seconds of each target verify forward.",
-                                        LABELS, buckets=VERIFY_BUCKETS, registry=r)
-        self.draft_seconds = Counter("sdlab_draft_seconds", "Seconds spent drafting, over the steps that drafted.",
-                                     LABELS, registry=r)
-        self.drafting_verify_seconds = Counter(
-            "sdlab_drafting_verify_seconds", "Verify seconds of the steps that drafted (draft cost = "
-            "sdlab_draft_seconds_total / sdlab_drafting_verify_seconds_total).", LABELS, registry=r)
-        self.target_forwards = Counter("sdlab_target_forwards", "Target verify forwards (one per step).", LABELS,
-                                       registry=r)
-        self.kv_blocks_in_use = Gauge("sdlab_kv_blocks_in_use", "KV blocks held by the running requests.",
-                                      LABELS, registry=r)
-        self.kv_blocks_freed = Counter("sdlab_kv_blocks_freed", "KV blocks returned to the pool after a verify.",
-                                       LABELS, registry=r)
-        self.kv_slots_freed = Counter("sdlab_kv_slots_freed", "KV slots of rejected draft nodes released.",
-                                      LABELS, registry=r)
+        for attribute, (kind, name, help_text, *extra) in METRICS.items():
+            labels = (*LABELS, *extra)
+            metric = (Histogram(name, help_text, labels, buckets=VERIFY_BUCKETS, registry=self.registry)
+                      if kind is Histogram else kind(name, help_text, labels, registry=self.registry))
+            setattr(self, attribute, metric)
         self._blocks: dict[tuple[str, int], int] = {}  # (model, run id) -> blocks its table holds
         self._lock = threading.Lock()
         self._ids = itertools.count()

@@ -201,6 +201,35 @@ class Drafter:
         return None
 
 
+class Wrapper(Drafter):
+    """A drafter built around another one, ``inner``: the run's hidden states, the drafter's cache, its
+    expansion and its resources are the inner drafter's."""
+
+    def __init__(self, shape: DraftShape | None, inner: Drafter):
+        super().__init__(shape)
+        self.inner = inner
+        self.hidden_layers = inner.hidden_layers
+        self.model_path = inner.model_path
+
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        self.inner.start(prompt_ids, capacity_tokens)
+
+    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
+        self.inner.observe(tokens, hidden)
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def kv_summary(self) -> dict[str, int] | None:
+        return self.inner.kv_summary()
+
+    def own_kv(self):
+        return self.inner.own_kv()
+
+    def expansion(self):
+        return self.inner.expansion()
+
+
 def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator):
     """Choose up to ``width`` distinct children from one draft distribution.
 

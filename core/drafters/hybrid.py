@@ -15,11 +15,10 @@ the merged tree that pays.
 """
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from ..tree import DraftTree
-from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext
+from .base import MAX_TREE_NODES, DraftShape, DrafterInputs, ProposeContext, Wrapper
 from .eagle import Eagle3Drafter, EagleOptions
 from .ngram import NgramDrafter
 
@@ -28,7 +27,7 @@ class HybridOptions(EagleOptions):
     ngram_n: int = Field(3, ge=1, le=8, description="longest n-gram the ngram drafter matches")
 
 
-class HybridDrafter(Drafter):
+class HybridDrafter(Wrapper):
     name = "hybrid"
     Options = HybridOptions
     drafts_full_tree = False
@@ -42,18 +41,10 @@ class HybridDrafter(Drafter):
         return cls(inputs.shape, ngram, eagle)
 
     def __init__(self, shape: DraftShape, ngram: NgramDrafter, eagle: Eagle3Drafter):
-        super().__init__(shape)
+        super().__init__(shape, eagle)  # the run's features, caches and resources are EAGLE's
         self.ngram, self.eagle = ngram, eagle
-        self.hidden_layers = eagle.hidden_layers
-        self.model_path = eagle.model_path
         self.max_nodes = min(MAX_TREE_NODES, eagle.max_nodes + shape.depth)
         self.eagle_tree = DraftTree()
-
-    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
-        self.eagle.start(prompt_ids, capacity_tokens)
-
-    def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
-        self.eagle.observe(tokens, hidden)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self.eagle_tree = self.eagle.propose(ctx)
@@ -64,18 +55,6 @@ class HybridDrafter(Drafter):
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         self.eagle.commit(self.eagle_tree, ())  # EAGLE recomputes accepted positions from true features
-
-    def stop(self) -> None:
-        self.eagle.stop()
-
-    def own_kv(self):
-        return self.eagle.own_kv()
-
-    def kv_summary(self):
-        return self.eagle.kv_summary()
-
-    def expansion(self):
-        return self.eagle.expansion()
 
 
 def merge_into(tree: DraftTree, other: DraftTree, other_name: str, max_nodes: int) -> None:
