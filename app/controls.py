@@ -25,7 +25,6 @@ MAX_MODEL_REF = 300
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DRAFTER_NAMES = drafter_names()
 COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != BASELINE]  # draft-xs, draft, draft-l: three sizes
-COMPARE_DEFAULT = ["draft", "ngram", "medusa", "eagle", "eagle3"]
 
 
 def number(value, name: str, lang: str, low: float, high: float, *, integer: bool = False) -> float | int:

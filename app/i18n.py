@@ -508,6 +508,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "batch.axis_ms": ("每次前向的毫秒数", "ms per forward"),
     "batch.latency_series": ("批 {batch}", "batch {batch}"),
     "batch.stops_paying": ("{drafter} 从这里起不再划算", "{drafter} stops paying here"),
+    "batch.knee": ("拐点：{tokens} 个 token 的前向 = 单 token 的 {factor:.1f} 倍", "knee: {tokens} tokens cost {factor:.1f}× one"),
     "batch.verdict_stops": ("**{drafter}**：从批大小 **{batch}** 起不比基线快（那里是 {speedup:.2f}×）",
                             "**{drafter}**: no faster than the baseline from batch **{batch}** on ({speedup:.2f}× "
                             "there)"),

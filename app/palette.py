@@ -1,6 +1,8 @@
 """One colour per way a token can come about, shared by every view (figures and HTML)."""
 from __future__ import annotations
 
+from core.drafters import drafter_color
+
 COLORS = {
     "accepted": "#2e9e44",  # a drafted token the target kept
     "rejected": "#d62f2f",  # a drafted token the target refused
@@ -13,11 +15,12 @@ COLORS = {
     "root": "#3d3d3d",  # the last committed token the draft hangs from
     "prompt": "#3d3d3d",
 }
-PROPOSER_COLORS = {  # a node's outline when one tree mixes proposers (the hybrid drafter)
-    "ngram": "#d69e2e",
-    "eagle3": "#319795",
-    "ngram+eagle3": "#1a202c",
-}
+BOTH_PROPOSERS = "#1a202c"  # the outline of a node that two parts of a hybrid tree proposed alike
+
+
+def proposer_color(family: str) -> str:
+    """A node's outline when one tree mixes proposers (hybrid): its drafter's colour, dark for both."""
+    return BOTH_PROPOSERS if "+" in family else drafter_color(family)
 KV_COLORS = {
     "L": "#8fa8c8",  # live: written in an earlier step
     "W": COLORS["accepted"],  # written this step and kept

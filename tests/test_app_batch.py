@@ -9,7 +9,9 @@ import torch
 from app.figures import batch_figure
 from app.views.batch import EXAMPLE_RESULT, live_sweep, verdict_markdown
 from core import UserError
+from core.drafters import drafter_color
 from core.sweep import read_sweep_result
+from core.sweep_figure import find_knee
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +40,15 @@ def test_the_live_sweep_grows_batch_by_batch(sweep):
 def test_figure_draws_throughput_and_latency_and_marks_the_crossover(sweep, lang):
     result = dict(sweep[-1][1], batch_crossover={"ngram": 2})
     fig = batch_figure(result, lang)
-    names = [trace.name for trace in fig.data if trace.showlegend is not False]
-    assert names == ["none", "ngram"] + (["批 1", "批 2"] if lang == "zh" else ["batch 1", "batch 2"])
-    assert list(fig.data[0].x) == [1, 2] and list(fig.data[-1].x) == [2, 4, 8, 16, 32, 64]
+    shown = [trace for trace in fig.data if trace.showlegend is not False]
+    assert [trace.name for trace in shown] == ["none", "ngram"] + (["批 1", "批 2"] if lang == "zh" else
+                                                                 ["batch 1", "batch 2"])
+    assert list(shown[0].x) == [1, 2] and list(shown[-1].x) == [2, 4, 8, 16, 32, 64]
+    assert shown[0].line.color == drafter_color("none") and shown[1].line.color == drafter_color("ngram")
+    knee = find_knee(result["forward_latency"])
+    if knee is not None:  # marked where the batch-1 forward first costs 1.5x a one-token forward
+        line = next(trace for trace in fig.data if trace.showlegend is False and list(trace.x) == [knee[0]] * 2)
+        assert ("拐点" if lang == "zh" else "knee") in line.text[-1]
     mark = next(trace for trace in fig.data if trace.showlegend is False)  # the dotted line at the crossover
     assert list(mark.x) == [2, 2, 2] and mark.text[-1] == ("ngram 从这里起不再划算" if lang == "zh" else
                                                          "ngram stops paying here")
@@ -81,3 +89,11 @@ def test_an_oversized_bench_file_is_refused(tmp_path):
     path.write_text(" " * 2000, encoding="utf-8")
     with pytest.raises(UserError, match="the limit is"):
         read_sweep_result(path, max_bytes=1000)
+
+
+def test_the_knee_is_the_fewest_tokens_costing_one_and_a_half_one_token_forwards():
+    curve = [{"batch": 1, "tokens": n, "latency_ms": ms} for n, ms in ((1, 10.0), (4, 11.0), (8, 14.9), (16, 15.0),
+                                                                     (32, 30.0))]
+    wider = [{"batch": 4, "tokens": 4, "latency_ms": 100.0}]  # only the smallest batch's curve counts
+    assert find_knee(curve + wider) == (16, 1.5)
+    assert find_knee(curve[:3]) is None and find_knee([]) is None

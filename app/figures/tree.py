@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from core.records import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
-from ..palette import COLORS, PROPOSER_COLORS, visible
+from ..palette import COLORS, proposer_color, visible
 from .style import finish
 
 ROOT = -1
@@ -128,7 +128,7 @@ def _proposer_outlines(boxes: list[_Box], rows: dict[int, float], small: bool, l
         x=[b.x for b in group], y=[rows[b.key] for b in group], mode="markers", hoverinfo="skip",
         name=t("tree.proposer", lang) + f": {family}",
         marker={"symbol": "square-open", "size": 52 if small else 34,
-                "color": PROPOSER_COLORS.get(family, "#4a5568"), "line": {"width": 3}},
+                "color": proposer_color(family), "line": {"width": 3}},
     ) for family, group in families.items()]
 
 

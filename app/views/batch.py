@@ -10,7 +10,7 @@ import gradio as gr
 import torch
 
 from core import UserError
-from core.drafters import BASELINE
+from core.drafters import BASELINE, SWEEP_AUTO, SWEEP_DEFAULT
 from core.models import load_model, pick_device, resolve_preset
 from core.prompts import load_prompts
 from core.sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes, \
@@ -25,8 +25,7 @@ from ..limits import RunGate
 from ..session import Session, ensure
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
-SWEEP_DRAFTERS = (*COMPARE_CHOICES, "draft:auto", "ngram:auto", "hybrid:auto-tree")  # auto: the goodput controller
-SWEEP_DEFAULT = ["draft", "ngram"]
+SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
 MAX_LIVE_NEW_TOKENS = 64
 
 

@@ -9,11 +9,12 @@ import gradio as gr
 import pandas as pd
 
 from core import metrics
+from core.drafters import COMPARE_DEFAULT
 from core.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 from core.prometheus import lab_metrics
 from core.request import DecodeRequest
 
-from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, MAX_TEMPERATURE, ModelPolicy, compare_requests, number
+from ..controls import COMPARE_CHOICES, MAX_TEMPERATURE, ModelPolicy, compare_requests, number
 from .. import memory
 from ..figures import compare_figure, empty
 from ..guard import guarded

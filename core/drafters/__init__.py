@@ -2,6 +2,8 @@
 options (``Drafter.Options``); a new drafter is one module plus one line in ``DRAFTERS``."""
 from __future__ import annotations
 
+import re
+
 from pydantic.fields import FieldInfo
 
 from ..errors import UserError
@@ -19,6 +21,12 @@ DRAFTERS: dict[str, type[Drafter]] = {
 }
 BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedups are measured against
 
+# What the app offers first: every drafter side by side in Compare; the Batch size sweep starts with
+# the two that need no learned features, and offers the goodput controller on three of them.
+COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
+SWEEP_DEFAULT = [DraftModelDrafter.name, NgramDrafter.name]
+SWEEP_AUTO = [f"{DraftModelDrafter.name}:auto", f"{NgramDrafter.name}:auto", f"{HybridDrafter.name}:auto-tree"]
+
 
 def lookup(name: str) -> tuple[type[Drafter], dict]:
     """The drafter class a name asks for, and the options the name fixes (``draft-xs``: size xs)."""
@@ -31,6 +39,16 @@ def lookup(name: str) -> tuple[type[Drafter], dict]:
 def drafter_names() -> list[str]:
     """Every name a run may ask for, in the order the app shows them."""
     return [name for cls in DRAFTERS.values() for name in cls.names()]
+
+
+def drafter_color(label: str) -> str:
+    """The colour of the drafter a label, spec or proposer starts with (``eagle3 · tree 4x5``,
+    ``draft:auto``, ``ngram``): one colour per drafter in every figure; grey if none matches."""
+    name = re.split(r"[\s:·+]", label.strip(), maxsplit=1)[0]
+    for cls in DRAFTERS.values():
+        if name in cls.names():
+            return cls.alias_colors.get(name, cls.color)
+    return Drafter.color
 
 
 def option_fields() -> dict[str, FieldInfo]:
@@ -47,5 +65,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "DRAFTERS", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+__all__ = ["BASELINE", "COMPARE_DEFAULT", "DRAFTERS", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
            "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]

@@ -103,6 +103,20 @@ def prune(expansion: Expansion, n: int) -> list[int]:
     return sorted(kept, key=lambda i: (expansion.depths[i], i))
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How a feature drafter's weights are trained (``core.train.eagle`` and the Gemma trainer read it)."""
+
+    fused_layers: bool  # True: low, middle and last target layers (EAGLE-3); False: the last only (EAGLE-1)
+    output_norm: bool  # a final norm before the LM head
+    ttt_steps: int  # training-time test: steps unrolled on the drafter's own outputs (1 = off)
+    feature_weight: float  # weight of the next-feature regression loss (EAGLE-1's second loss)
+
+    def layers(self, num_layers: int) -> tuple[int, ...]:
+        """The target ``hidden_states`` indices it reads by default."""
+        return (1, num_layers // 2, num_layers) if self.fused_layers else (num_layers,)
+
+
 class EagleDrafter(Drafter):
     """EAGLE (-1 features, EAGLE-2 tree) trained for ``target``; weights from ``weights``.
 
@@ -112,6 +126,8 @@ class EagleDrafter(Drafter):
     """
 
     name = "eagle"
+    color = "#38a169"
+    recipe = Recipe(fused_layers=False, output_norm=False, ttt_steps=1, feature_weight=1.0)
     drafts_full_tree = False
     auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
 
@@ -253,3 +269,5 @@ class Eagle3Drafter(EagleDrafter):
     trained with training-time test; everything that differs is in its weights' config."""
 
     name = "eagle3"
+    color = "#319795"
+    recipe = Recipe(fused_layers=True, output_norm=True, ttt_steps=4, feature_weight=0.0)

@@ -177,6 +177,7 @@ class MedusaDrafter(Drafter):
     """
 
     name = "medusa"
+    color = "#805ad5"
     hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
 
     Options = MedusaOptions

@@ -40,13 +40,13 @@ from . import heldout
 from .features import DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare, training_record
 from .loop import TrainConfig, count_parameters, seeded, short_warmup, train
 
-DRAFTERS = {"eagle": EagleDrafter, "eagle3": Eagle3Drafter}
+DRAFTERS = {cls.name: cls for cls in (EagleDrafter, Eagle3Drafter)}  # each carries its training ``recipe``
 EVAL_DEPTH = 6  # unroll depth of the held-out chain accuracy
 
 
 def default_layers(kind: str, num_layers: int) -> tuple[int, ...]:
     """eagle: the last layer (after the final norm); eagle3: low, middle and that last layer."""
-    return (num_layers,) if kind == "eagle" else (1, num_layers // 2, num_layers)
+    return DRAFTERS[kind].recipe.layers(num_layers)
 
 
 def draft_vocabulary(data: DrafterData, choice: str, vocab_size: int) -> torch.Tensor | None:
@@ -86,7 +86,7 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
         num_attention_heads=config.num_attention_heads, num_key_value_heads=config.num_key_value_heads,
         max_position_embeddings=config.max_position_embeddings,
         rope_theta=rope_theta(config), rms_norm_eps=config.rms_norm_eps,
-        output_norm=kind == "eagle3", draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
+        output_norm=DRAFTERS[kind].recipe.output_norm, draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
         layout=layout,
     )
     embed = target_model.get_input_embeddings().weight
@@ -208,20 +208,21 @@ def decode_anchors(hits: torch.Tensor) -> torch.Tensor:
 # ---- command line ----------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
     """Options of ``python -m core train eagle`` (``kind="eagle3"`` for ``train eagle3``)."""
+    recipe = DRAFTERS[kind].recipe
     parser.set_defaults(kind=kind)
     add_common_arguments(parser, steps=300, batch=8, lr=2e-3)
-    parser.add_argument("--ttt-steps", type=int, default=1 if kind == "eagle" else 4,
+    parser.add_argument("--ttt-steps", type=int, default=recipe.ttt_steps,
                         help="training-time test: unroll steps on the drafter's own outputs (1 = off; "
-                             f"default {1 if kind == 'eagle' else 4})")
+                             f"default {recipe.ttt_steps})")
     parser.add_argument("--layers", help="target hidden_states indices to read, comma-separated "
                                          "(default: eagle the last; eagle3 low,middle,last)")
-    parser.add_argument("--feature-weight", type=float, default=1.0 if kind == "eagle" else 0.0,
-                        help="weight of the feature regression loss (default: eagle 1, eagle3 0)")
+    parser.add_argument("--feature-weight", type=float, default=recipe.feature_weight,
+                        help=f"weight of the feature regression loss (default {recipe.feature_weight:g})")
     parser.add_argument("--intermediate-size", type=int, help="MLP width of the drafter layer (default: the target's)")
     parser.add_argument("--draft-vocab", default="auto",
                         help="LM head rows the drafter keeps: all, N (the N tokens the target chooses most), or auto "
                              "(enough to cover 99.9%% of its greedy choices; default)")
-    if kind == "eagle3":
+    if recipe.fused_layers:
         parser.add_argument("--layout", choices=LAYOUTS, default="lab",
                             help="lab (default) or reference: EAGLE-3's reference layer, the one vLLM loads "
                                  "(python -m core export; use --layers below the last, e.g. 1,2,3)")

@@ -1,6 +1,10 @@
 """Train the learned drafters shipped for ``gemma-270m`` (assets/gemma-270m), on a small CPU budget.
 
-    python -m core.train.gemma_drafters [--threads 1] [--only eagle3,eagle,medusa]
+    python -m core.train.gemma_drafters [--threads 1] [--only eagle3,eagle,medusa] [--data cache]
+
+``--data cache`` trains on the drafter data that ``python -m core.train.drafter_data --preset
+gemma-270m`` made under the user's cache (or ``--data FOLDER``): a million and more positions with
+the target's own top-8 labels, instead of the small built-in set described below.
 
 The same trainers as ``python -m core train eagle3|eagle|medusa`` (core.train.eagle,
 core.train.medusa), with settings sized for Gemma 3 270M on 2 CPU cores:
@@ -30,7 +34,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..drafters.learned import save_folder, target_fingerprint
-from . import eagle, medusa
+from ..drafters.medusa import MedusaDrafter
+from ..errors import UserError
+from . import drafter_data, eagle, medusa
 from .features import DataSettings, DrafterData, load_or_build
 from .loop import count_parameters, seeded
 
@@ -59,24 +65,41 @@ def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
     return data.take(keep)
 
 
-def record(args, name: str, options: dict, seconds: float) -> dict:
+def record(args, name: str, options: dict, seconds: float, data: DrafterData) -> dict:
+    train = asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data.name, "positions": data.tokens.numel()}
     return {
         "command": "python -m core.train.gemma_drafters " + " ".join(sys.argv[1:]),
         "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
-        "data": {"train": asdict(TRAIN_DATA), "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
+        "data": {"train": train, "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
         "stored_dtype": "bfloat16",
     }
 
 
+def stored_data_folder(choice: str, target) -> Path:
+    """``--data``: a folder, or "cache" -- this target's data under the user's cache (the fullest one)."""
+    from .drafter_data import cache_root, done_shards, read_manifest
+
+    if choice != "cache":
+        return Path(choice).expanduser()
+    fingerprint = target_fingerprint(target.model)
+    mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
+            and read_manifest(folder)["target"] == fingerprint]
+    if not mine:
+        raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
+                        "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
+    return max(mine, key=lambda folder: len(done_shards(folder)))
+
+
 def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
     num_layers = target.model.config.get_text_config().num_hidden_layers
-    layers = eagle.default_layers(kind, num_layers)
+    recipe = eagle.DRAFTERS[kind].recipe
+    layers = recipe.layers(num_layers)
     generator = seeded(args.seed)
     draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
     net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
-    ttt = args.ttt_steps if kind == "eagle3" else 1
-    feature_weight = 1.0 if kind == "eagle" else 0.0
-    steps = args.eagle3_steps if kind == "eagle3" else args.eagle_steps
+    ttt = min(args.ttt_steps, recipe.ttt_steps)  # EAGLE-1 trains without training-time test
+    feature_weight = recipe.feature_weight
+    steps = args.eagle3_steps if recipe.fused_layers else args.eagle_steps
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{DRAFT_VOCAB}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
     config = eagle.train_config(steps, args.batch, args.lr)
@@ -87,7 +110,7 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
                "batch": args.batch, "lr": args.lr, "draft_vocab": DRAFT_VOCAB, "intermediate_size": INTERMEDIATE,
                "seed": args.seed}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
-             "training": record(args, kind, options, seconds), "heldout_chain": chain}
+             "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
     save_folder(out / kind, saved, net)
     to_bfloat16(out / kind)
 
@@ -103,11 +126,11 @@ def train_medusa(target, data, heldout, out: Path, args) -> None:
           file=sys.stderr, flush=True)
     options = {"heads": args.heads, "steps": args.medusa_steps, "batch": 256, "lr": 3e-3, "draft_vocab": DRAFT_VOCAB,
                "seed": args.seed, "tree_nodes": 24}
-    saved = {"kind": "medusa", "heads": asdict(heads.config), "tree": tree, "target": target_fingerprint(target.model),
-             "training": record(args, "medusa", options, seconds),
+    saved = {"kind": MedusaDrafter.name, "heads": asdict(heads.config), "tree": tree, "target": target_fingerprint(target.model),
+             "training": record(args, MedusaDrafter.name, options, seconds, data),
              "heldout_accuracy": [[round(float(a), 4) for a in row] for row in accuracy]}
-    save_folder(out / "medusa", saved, heads)
-    to_bfloat16(out / "medusa")
+    save_folder(out / MedusaDrafter.name, saved, heads)
+    to_bfloat16(out / MedusaDrafter.name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eagle-steps", type=int, default=1200)
     parser.add_argument("--medusa-steps", type=int, default=600)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--data", help="drafter data folder from core.train.drafter_data, or \"cache\" for this "
+                                       "target's under the user's cache (default: the small built-in set)")
     parser.add_argument("--data-fraction", type=float, default=1.0,
                         help="train on this seeded random share of the training sequences (a data-scaling ablation)")
     args = parser.parse_args(argv)
@@ -138,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     target = load_model(resolve_preset("gemma-270m").target, "cpu")
     corpus = build_corpus()
-    data = load_or_build(target, corpus, TRAIN_DATA, "train")
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
+    if args.data is None:
+        data = load_or_build(target, corpus, TRAIN_DATA, "train")
+    else:
+        args.data = stored_data_folder(args.data, target)
+        data = drafter_data.load(args.data, target_model=target.model)
+        print(f"[data] {args.data}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
     if args.data_fraction < 1:
         data = subset(data, args.data_fraction, args.seed)
-    trainers = {"eagle3": partial(train_eagle, "eagle3"), "eagle": partial(train_eagle, "eagle"),
-                "medusa": train_medusa}
+    trainers = {**{name: partial(train_eagle, name) for name in eagle.DRAFTERS}, MedusaDrafter.name: train_medusa}
     for name in filter(None, args.only.split(",")):
         if name not in trainers:
             parser.error(f"unknown drafter {name!r}")
