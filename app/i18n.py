@@ -4,6 +4,8 @@ The longer lesson text lives in ``assets/lesson/<lang>.md``.
 """
 from __future__ import annotations
 
+import re
+
 LANGS = ("zh", "en")
 DEFAULT_LANG = "zh"
 LANG_CHOICES = [("中文", "zh"), ("English", "en")]
@@ -395,18 +397,37 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "class.part1": ("### 第 1 部分 · 文章里的例子（示意图）", "### Part 1 · The article's example (illustration)"),
     "class.part2": (
-        "### 第 2 部分 · 真实模型上的同一个开头\n用所选预设的目标模型和草稿模型，从“我”开始，草稿每步猜 4 个 token（贪"
-        "心，温度 0）。"
+        "### 第 2 部分 · 真实模型上的同一个例子\n默认的开头先引用文章的句子，再从“我”接着写；草稿每步猜 4 个 token"
+        "（贪心，温度 0）。老师可以换开头和草稿方法（比如只写“我”，看看真实模型会写什么）。"
         "每按一次“单步”，就能看到目标模型实际接受了什么、修正了什么。这里的每个数字都来自引擎的记录。",
-        "### Part 2 · The same opening on a real model\nThe chosen preset's target and draft start from “我”; the "
-        "draft guesses 4 tokens per step (greedy, temperature 0). Each Step shows what the target really accepted "
-        "and corrected. Every number here comes from the engine's records.",
+        "### Part 2 · The same example on a real model\nThe default opening quotes the article's sentence, then "
+        "starts again from “我”; the draft guesses 4 tokens per step (greedy, temperature 0). A teacher can change "
+        "the opening and the drafter (try just “我” to see what a real model writes). Each Step shows what the "
+        "target really accepted and corrected. Every number here comes from the engine's records.",
     ),
     "class.part3": ("### 第 3 部分 · 讲解", "### Part 3 · Explanations"),
-    "class.ledger": ("到目前为止：**{tokens}** 个新 token 只用了 **{forwards}** 次目标前向；目标模型单独生成需要 "
-                     "{tokens} 次。",
+    "class.ledger": ("到目前为止：**{tokens}** 个新 token 用了 **{forwards}** 次目标前向；目标模型单独生成要 "
+                     "{tokens} 次，省下 **{saved}** 次。",
                      "So far: **{tokens}** new tokens took **{forwards}** target forwards; the target alone would "
-                     "need {tokens}."),
+                     "need {tokens}, so **{saved}** forwards saved."),
+    "class.best_step": ("第 {step} 步：目标一次接受了 {accepted} 个草稿 token，再加上它自己给出的 1 个，一次前向得到 "
+                        "{made} 个 token——这就是第 1 部分第 3 幕在真实模型上的样子。",
+                        "Step {step}: the target accepted {accepted} draft tokens at once, plus its own one: {made} "
+                        "tokens from one forward — scene 3 of part 1, on a real model."),
+    "class.none_accepted": ("到目前为止草稿的猜测一个也没被接受：每一步仍然只得到目标自己的 1 个 token，和单独生成一样"
+                            "多次前向（但输出完全相同——猜错只花时间，不会出错）。换一个开头或草稿方法试试。",
+                            "No draft token has been accepted so far: every step still yields only the target's own "
+                            "token, as many forwards as plain decoding (and the very same output — a wrong guess "
+                            "costs time, never correctness). Try another opening or drafter."),
+    "class.differs": ("和示意图不同：示意图假设目标模型在“我”之后写“{expected}”，这个模型实际写的是“{text}”。示意图里"
+                      "的猜测是为讲清机制编的；真实运行中，下一个 token 只由目标模型决定，草稿也只按它的标准被接受"
+                      "或拒绝。",
+                      "Unlike the illustration: it supposes the target writes “{expected}” after “我”; this model "
+                      "actually wrote “{text}”. The illustration's guesses are made up to show the mechanism; in a "
+                      "real run only the target decides the next token, and drafts are accepted or refused against "
+                      "what it would write."),
+    "class.prompt": ("开头（提示词）", "Opening (prompt)"),
+    "class.present": ("演示模式（大字，← → 翻页，Esc 退出）", "Presentation mode (large type, ← → to move, Esc to leave)"),
     "lesson.banner": ("示意图：按文章的例子手工绘制，不是模型的运行结果。",
                       "Illustration: drawn by hand from the article's example — not a model run."),
     "lesson.frame_of": ("**第 {i} / {n} 幕**", "**Scene {i} of {n}**"),
@@ -560,7 +581,7 @@ TEXT: dict[str, tuple[str, str]] = {
                          "pool"),
     "serve.done": ("全部完成：运行后占用 {after} 块（峰值 {peak} 块）",
                    "All served: {after} blocks in use after the run (peak {peak})"),
-    "serve.changed": ("设置改了：按“重置”后才会用新设置", "Settings changed: press Reset to use them"),
+    "run.changed": ("设置改了：按“重置”后才会用新设置", "Settings changed: press Reset to use them"),
     "serve.q_title": ("#### 文章的四个上线问题，用这一批实测回答", "#### The article's four production questions, "
                       "answered by this batch"),
     "serve.q1": ("**1. decode 是受内存带宽限制还是受算力限制？** 一次验证前向里的 token 数 n 与耗时：{table}。"
@@ -700,11 +721,18 @@ TEXT: dict[str, tuple[str, str]] = {
 }
 
 
+# "1 new tokens" -> "1 new token": English counts of one, after the numbers are filled in
+_ONE = re.compile(r"(?<![\d.,])(\**1\**) ((?:new |target |draft |KV |batched |verify )?)"
+                  r"(token|forward|block|step|request|sequence|slot|node|round)s\b")
+
+
 def t(key: str, lang: str, **fields) -> str:
-    """The text for ``key`` in ``lang`` ("zh" or "en"), with ``fields`` filled in."""
+    """The text for ``key`` in ``lang`` ("zh" or "en"), with ``fields`` filled in (English counts of
+    one made singular)."""
     zh, en = TEXT[key]
-    text = zh if lang == "zh" else en
-    return text.format(**fields) if fields else text
+    if lang == "zh":
+        return zh.format(**fields) if fields else zh
+    return _ONE.sub(r"\1 \2\3", en.format(**fields)) if fields else en
 
 
 def has(key: str) -> bool:

@@ -22,6 +22,7 @@ from .views.monitor import MonitorPolicy
 from .views.worth import sliders
 
 CSS_PATH = Path(__file__).with_name("page.css")
+JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
 MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
 
@@ -102,6 +103,6 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     ``routes``: extra Starlette routes served beside the page (``/metrics``)."""
     memory.limit_arenas()  # before Gradio's worker threads start (app.memory)
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
-        server_name=host, server_port=port, css_paths=[CSS_PATH], max_file_size=MAX_UPLOAD,
+        server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_UPLOAD,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
     )

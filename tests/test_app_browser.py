@@ -92,13 +92,31 @@ def test_classroom_and_language_switch(page):
     page.click("#lesson-step")
     wait_for_plot(page, "lesson-tree", "p.title.includes('1')")
     assert "示意图" in page.inner_text("#lesson-caption")
+    ledger = page.inner_text("#lesson-ledger")
+    assert "次目标前向" in ledger and "和示意图不同" in ledger  # tiny writes poems, not 爱中国: the page says so
+    page.fill("#lesson-prompt textarea", "我")  # a setting changed mid-run: the run goes on, the page asks for Reset
+    page.click("#lesson-step")
+    page.wait_for_function("document.querySelector('#lesson-status').innerText.includes('重置')")
+    wait_for_plot(page, "lesson-tree", "p.title.includes('2')")
     shot(page, "classroom-zh")
+
+    page.click("#lesson-present input[type=checkbox]")  # presentation mode: large type, keys move the scenes
+    page.wait_for_function("document.body.classList.contains('sdl-present')")
+    assert not page.locator("#app-header").is_visible() and not page.locator("#lesson-notes").is_visible()
+    page.locator("#lesson-frame").click()  # focus off the checkbox, as a teacher's click on the slide would
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 2 / 4 幕')")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 4 幕')")
+    shot(page, "classroom-presentation")
+    page.keyboard.press("Escape")
+    page.wait_for_function("!document.body.classList.contains('sdl-present')")
 
     set_language(page, "English")
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('Classroom')")
     page.wait_for_function("document.querySelector('#lesson-caption').innerText.includes('One forward checks')")
     assert "Acceptance rate" in page.inner_text("#lesson-notes")
-    assert "Step 1" in page.inner_text("#lesson-sentence")
+    assert "Step 2" in page.inner_text("#lesson-sentence")
     shot(page, "classroom-en")
     set_language(page, "中文")
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")

@@ -11,13 +11,14 @@ import pytest
 
 from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_figure, pool_figure, tree_figure,
                          worth_figure)
-from app.i18n import TEXT
+from app.i18n import TEXT, t
 from app.render import step_sentence, summary_markdown, text_html
 from app.session import Run, comparison_points, measured_point
 from app.views.compare import flag_lines, table as compare_table
 from app.views.worth import points_table, readout
 from core.comparison import Spread
 from core.cost import CostCurve
+from core.drafters import drafter_color
 from app.series import run_series
 from app_server import TINY_MISSING, TINY_READY
 from core import UserError, generate, read_trace
@@ -120,6 +121,7 @@ def test_pool_and_live_figures_have_one_point_per_step(runs):
 def test_compare_figure_overlays_each_run(runs):
     fig = compare_figure([(name, runs[name].steps) for name in ("none", "chain", "ngram")], "en")
     assert [trace.name for trace in fig.data] == ["none", "none", "chain", "chain", "ngram", "ngram"]
+    assert fig.data[4].line.color == drafter_color("ngram") != fig.data[0].line.color == drafter_color("none")
 
 
 CURVE = CostCurve(tokens=[1, 2, 5, 9], ratio=[1.0, 1.2, 1.6, 2.4], forward_s=0.02, device="cpu", threads=2,
@@ -370,6 +372,26 @@ def test_every_text_exists_in_both_languages_with_the_same_fields():
     for key, (zh, en) in TEXT.items():
         assert zh and en, key
         assert names(zh) == names(en), key
+
+
+def test_english_counts_of_one_are_singular():
+    assert t("class.ledger", "en", tokens=1, forwards=1, saved=0).startswith(
+        "So far: **1** new token took **1** target forward;")
+    assert "**11** new tokens took **21** target forwards" in t("class.ledger", "en", tokens=11, forwards=21, saved=0)
+
+
+def test_the_live_lesson_says_what_the_real_run_did(runs):
+    from app.lesson import ILLUSTRATED, live_note
+
+    steps = runs["chain"].steps  # tiny on 我爱: it accepts drafts, and does not write 爱中国 next
+    best = max(steps, key=lambda s: s.accepted_length)
+    assert best.accepted_length > 0
+    note = live_note(steps, "en")
+    assert f"**{steps[-1].new_tokens_total}** new tokens took **{steps[-1].target_forwards_total}** target" in note
+    assert f"Step {best.step + 1}: the target accepted {best.accepted_length} draft token" in note
+    assert f"“{ILLUSTRATED}”" in note  # the run differs from the illustration, and the page says so
+    assert "一个也没被接受" in live_note(runs["none"].steps, "zh")  # plain decoding accepts nothing
+    assert live_note([], "zh") == ""
 
 
 def test_lesson_frames_tell_the_article_example():

@@ -9,12 +9,12 @@ import gradio as gr
 from core.models import resolve_preset
 from core.request import DecodeRequest
 
-from ..controls import choice
+from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
 from ..limits import RunGate
-from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text
+from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text, live_note
 from ..session import Run, Session, ensure
 from .panels import StepPanels, step_panels
 
@@ -45,9 +45,7 @@ class ClassroomView:
         if run is None:
             return {**self.panels.blank(lang), self.ledger: ""}
         out = self.panels.render(run.prompt, run.records, lang)
-        last = run.records[-1] if run.records else None
-        out[self.ledger] = t("class.ledger", lang, tokens=last.new_tokens_total,
-                             forwards=last.target_forwards_total) if last else ""
+        out[self.ledger] = live_note(run.records, lang)
         return out
 
     def render(self, session: Session, lang: str) -> dict:
@@ -63,9 +61,16 @@ class ClassroomButtons:
     reset: gr.Button
 
 
+# Presentation mode: the page's class ``sdl-present`` (page.css enlarges the classroom and hides the
+# rest); app/page.js turns arrow keys into Back / Next and Esc into leaving it.
+PRESENT_JS = "(on) => { document.body.classList.toggle('sdl-present', on); return on; }"
+
+
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
           gate: RunGate) -> ClassroomView:
-    labels.make(gr.Markdown, text="class.intro")
+    present = labels.make(gr.Checkbox, value=False, label="class.present", elem_id="lesson-present")
+    present.change(None, present, present, js=PRESENT_JS)
+    labels.make(gr.Markdown, text="class.intro", elem_id="lesson-intro")
     labels.make(gr.Markdown, text="class.part1")
     with gr.Row():
         prev_btn = labels.make(gr.Button, text="btn.prev", elem_id="lesson-prev", scale=1)
@@ -74,26 +79,32 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     caption = gr.Markdown(frame_caption(0, labels.lang), elem_id="lesson-caption")
     figure = gr.Plot(frame_figure(0, labels.lang), show_label=False, elem_id="lesson-figure")
 
-    labels.make(gr.Markdown, text="class.part2")
-    with gr.Row():
-        preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=2)
-        step_btn = labels.make(gr.Button, text="btn.step", variant="primary", elem_id="lesson-step", scale=1)
-        run_btn = labels.make(gr.Button, text="btn.run_to_end", elem_id="lesson-run", scale=1)
-        reset_btn = labels.make(gr.Button, text="btn.reset", elem_id="lesson-reset", scale=1)
-    status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
-    ledger = gr.Markdown(elem_id="lesson-ledger")
-    panels = step_panels(labels, "lesson", kv=False, live=False)
+    with gr.Column(elem_id="lesson-live"):  # hidden in presentation mode: one scene per screen
+        labels.make(gr.Markdown, text="class.part2", elem_id="lesson-part2")
+        with gr.Row():
+            prompt = labels.make(gr.Textbox, value=LIVE_PROMPT, label="class.prompt", elem_id="lesson-prompt", scale=3)
+            preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=2)
+            drafter = labels.make(gr.Dropdown, DRAFTER_NAMES, value=resolve_preset(default_preset).default_drafter,
+                                  label="ctl.drafter", elem_id="lesson-drafter", scale=1)
+        with gr.Row():
+            step_btn = labels.make(gr.Button, text="btn.step", variant="primary", elem_id="lesson-step", scale=1)
+            run_btn = labels.make(gr.Button, text="btn.run_to_end", elem_id="lesson-run", scale=1)
+            reset_btn = labels.make(gr.Button, text="btn.reset", elem_id="lesson-reset", scale=1)
+        status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
+        ledger = gr.Markdown(elem_id="lesson-ledger")
+        panels = step_panels(labels, "lesson", kv=False, live=False)
 
-    labels.make(gr.Markdown, text="class.part3")
+    labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
-    wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, state, lang, preset,
-         presets, gate)
+    wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, state, lang,
+         [prompt, preset, drafter], presets, gate)
     return view
 
 
 def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, state: gr.State, lang: gr.Radio,
-         preset: gr.Dropdown, presets: list[str], gate: RunGate) -> None:
+         settings: list, presets: list[str], gate: RunGate) -> None:
+    """``settings``: the live run's prompt, preset and drafter controls."""
     h = {name: guarded(status)(handler) for name, handler in handlers(view, status, state, presets, gate).items()}
     frame_outputs = [state, status, view.frame_label, view.caption, view.figure]
     live_outputs = [state, status, view.ledger, *view.panels.outputs]
@@ -101,9 +112,9 @@ def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, st
     # so a quick second "next" on a busy server would be lost)
     buttons.prev.click(h["prev"], [lang, state], frame_outputs, api_name="lesson_prev", trigger_mode="multiple")
     buttons.next.click(h["next"], [lang, state], frame_outputs, api_name="lesson_next", trigger_mode="multiple")
-    buttons.step.click(h["step"], [lang, state, preset], live_outputs, api_name="lesson_step",
+    buttons.step.click(h["step"], [lang, state, *settings], live_outputs, api_name="lesson_step",
                        concurrency_id="decode", concurrency_limit=gate.handlers)
-    buttons.run.click(h["run"], [lang, state, preset], live_outputs, api_name="lesson_run",
+    buttons.run.click(h["run"], [lang, state, *settings], live_outputs, api_name="lesson_run",
                       concurrency_id="decode", concurrency_limit=gate.handlers)
     buttons.reset.click(h["reset"], [lang, state], live_outputs, api_name="lesson_reset")
 
@@ -119,28 +130,35 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
 
         return on_frame
 
-    def ensure_run(session: Session, lang_value: str, preset_value: str):
+    def live_request(lang_value: str, prompt: str, preset_value: str, drafter: str) -> DecodeRequest:
+        preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
+        return DecodeRequest.of(prompt_text(prompt, lang_value), preset_value,
+                                choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang_value), LIVE_K,
+                                max_new_tokens=LIVE_MAX_NEW_TOKENS)
+
+    def ensure_run(session: Session, lang_value: str, settings: tuple):
+        """Start the live run if none is going; the status line, which asks for Reset when the
+        controls no longer match the run going on."""
+        request = live_request(lang_value, *settings)
         if session.lesson_run is None or session.lesson_run.done:
-            preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
-            drafter = resolve_preset(preset_value).default_drafter
-            request = DecodeRequest.of(LIVE_PROMPT, preset_value, drafter, LIVE_K, max_new_tokens=LIVE_MAX_NEW_TOKENS)
             yield {state: session, status: t("run.loading", lang_value)}
             session.lesson_run = Run(request)
+        return t("run.changed", lang_value) if request != session.lesson_run.request else ""
 
-    def on_step(lang_value, session, preset_value):
+    def on_step(lang_value, session, *settings):
         session = ensure(session)
         with gate.slot(session, lang_value):
-            yield from ensure_run(session, lang_value, preset_value)
+            note = yield from ensure_run(session, lang_value, settings)
             session.lesson_run.step()
-        yield {state: session, status: "", **view.render_live(session, lang_value)}
+        yield {state: session, status: note, **view.render_live(session, lang_value)}
 
-    def on_run(lang_value, session, preset_value):
+    def on_run(lang_value, session, *settings):
         session = ensure(session)
         with gate.slot(session, lang_value, long=True):
-            yield from ensure_run(session, lang_value, preset_value)
+            note = yield from ensure_run(session, lang_value, settings)
             try:
                 while session.lesson_run.step() is not None:
-                    yield {state: session, status: "", **view.render_live(session, lang_value)}
+                    yield {state: session, status: note, **view.render_live(session, lang_value)}
             except GeneratorExit:  # the client went away
                 session.lesson_run.stop()
                 raise

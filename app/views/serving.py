@@ -14,6 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from core import UserError
+from core.drafters import SERVING_DEFAULT
 from core.metrics import tally
 from core.request import DecodeRequest
 
@@ -85,7 +86,7 @@ def status_markdown(run: ServingRun | None, lang: str, changed: bool = False) ->
         lines.append(t("serve.done", lang, after=run.batch.result.blocks_in_use_after,
                        peak=run.batch.result.peak_blocks_in_use))
     if changed:
-        lines.append(t("serve.changed", lang))
+        lines.append(t("run.changed", lang))
     return "<br>".join(lines)
 
 
@@ -199,7 +200,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
             requests = labels.make(gr.Textbox, DEFAULT_REQUESTS, lines=6, elem_id="serve-requests",
                                    label="serve.requests", info="serve.requests_info")
             preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", elem_id="serve-preset")
-            drafter = labels.make(gr.Dropdown, DRAFTER_NAMES, value="draft", label="ctl.drafter",
+            drafter = labels.make(gr.Dropdown, DRAFTER_NAMES, value=SERVING_DEFAULT, label="ctl.drafter",
                                   elem_id="serve-drafter")
             with gr.Row():
                 k = labels.make(gr.Number, 4, label="ctl.k", precision=0, elem_id="serve-k")

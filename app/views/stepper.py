@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from core import UserError
 
 from ..controls import DRAFTER_NAMES, MAX_TEMPERATURE, ModelPolicy, run_request, takes_option
 from ..guard import guarded
@@ -161,12 +162,26 @@ class StepperHandlers:
         yield {self.state: session, self.view.status: t("run.loading", lang_value)}
         session.run = Run(request)
 
+    def changed(self, session: Session, lang_value: str, values: tuple) -> str:
+        """A line asking for Reset when the controls no longer describe the run going on."""
+        try:
+            request = run_request(lang_value, self.presets, *values, policy=self.policy)
+        except UserError:
+            request = None
+        return t("run.changed", lang_value) if request != session.run.request else ""
+
     def step(self, lang_value, session, *values):
         session = ensure(session)
         with self.gate.slot(session, lang_value):
+            note = ""
             if session.run is None or session.run.done:
                 yield from self.start(session, lang_value, values)
-            yield self.advance(session, lang_value)
+            else:
+                note = self.changed(session, lang_value, values)
+            out = self.advance(session, lang_value)
+            if note:
+                out[self.view.status] = f"{out[self.view.status]}<br>{note}"
+            yield out
 
     def play(self, lang_value, session, *values):
         session = ensure(session)

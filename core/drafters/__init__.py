@@ -25,6 +25,7 @@ BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedu
 # the two that need no learned features, and offers the goodput controller on three of them.
 COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
 SWEEP_DEFAULT = [DraftModelDrafter.name, NgramDrafter.name]
+SERVING_DEFAULT = DraftModelDrafter.name  # a draft model holds KV of its own: both caches to watch
 SWEEP_AUTO = [f"{DraftModelDrafter.name}:auto", f"{NgramDrafter.name}:auto", f"{HybridDrafter.name}:auto-tree"]
 
 
@@ -65,5 +66,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "COMPARE_DEFAULT", "DRAFTERS", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+__all__ = ["BASELINE", "COMPARE_DEFAULT", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
            "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]
