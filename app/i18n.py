@@ -529,6 +529,18 @@ TEXT: dict[str, tuple[str, str]] = {
     "batch.axis_ms": ("每次前向的毫秒数", "ms per forward"),
     "batch.latency_series": ("批 {batch}", "batch {batch}"),
     "batch.stops_paying": ("{drafter} 从这里起不再划算", "{drafter} stops paying here"),
+    "panel.scaling": ("数据扩展", "Data scaling"),
+    "scaling.title": ("多给数据能换来什么（gemma-270m，留出提示词，贪心）", "What more data buys each drafter "
+                      "(gemma-270m, held-out prompts, greedy)"),
+    "scaling.by_depth": ("各深度的接受率（6 个 token 的草稿链）", "Acceptance by depth (a 6-token chain)"),
+    "scaling.tau": ("τ 随训练数据量", "τ against the training data"),
+    "scaling.depth": ("深度", "depth"),
+    "scaling.acceptance": ("接受率", "acceptance"),
+    "scaling.positions": ("训练位置数", "training positions"),
+    "scaling.run": ("{drafter} · {share:.0%} 数据（{positions:,} 个位置）", "{drafter} · {share:.0%} of the data "
+                    "({positions:,} positions)"),
+    "scaling.none": ("还没有数据扩展的结果：用 python -m core.train.scaling 生成", "No scaling result yet: make one "
+                     "with python -m core.train.scaling"),
     "batch.knee": ("拐点：{tokens} 个 token 的前向 = 单 token 的 {factor:.1f} 倍", "knee: {tokens} tokens cost {factor:.1f}× one"),
     "batch.verdict_stops": ("**{drafter}**：从批大小 **{batch}** 起不比基线快（那里是 {speedup:.2f}×）",
                             "**{drafter}**: no faster than the baseline from batch **{batch}** on ({speedup:.2f}× "

@@ -407,3 +407,18 @@ def test_lesson_frames_tell_the_article_example():
         text = lesson_text(lang)
         for word in ("Medusa", "EAGLE", "EAGLE-3", "memory-bound", "compute-bound", "1.38"):
             assert word in text, (lang, word)
+
+
+def test_the_scaling_figure_draws_each_share_of_the_data_in_its_drafters_colour():
+    from app.figures.scaling import scaling_figure
+
+    runs = [{"drafter": d, "fraction": f, "positions": round(f * 1_000_000), "tau": 1 + f, "per_position": [0.5] * 6}
+            for f in (1, 0.2, 0.05) for d in ("eagle3", "eagle")]
+    fig = scaling_figure({"depth": 6, "runs": runs}, "en")
+    by_depth = [trace for trace in fig.data if trace.showlegend is not False]
+    assert len(by_depth) == 6 and {trace.line.color for trace in by_depth} == {drafter_color("eagle"),
+                                                                                 drafter_color("eagle3")}
+    assert [trace.line.dash for trace in by_depth[:3]] == ["dot", "dash", "solid"]  # 5 %, 20 %, all of the data
+    tau = [trace for trace in fig.data if trace.showlegend is False]
+    assert [list(trace.x) for trace in tau] == [[50_000, 200_000, 1_000_000]] * 2
+    assert "No scaling result" in scaling_figure(None, "en").layout.annotations[0].text

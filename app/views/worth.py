@@ -1,8 +1,12 @@
 """Worth it? The expected-speedup model with sliders, the machine's verify-cost curve v(n), and this
-session's measured runs as points, each Compare run's predicted speedup beside its measured one."""
+session's measured runs as points, each Compare run's predicted speedup beside its measured one;
+below, what more training data buys each feature drafter (the shipped scaling result)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -12,11 +16,13 @@ from core.theory import tokens_per_verify, wallclock_speedup
 
 from ..controls import number
 from ..figures import MeasuredPoint, worth_figure
+from ..figures.scaling import scaling_figure
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
 from ..session import Session, ensure
 
+SCALING_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "gemma-cpu" / "scaling.json"
 POINT_COLUMNS = ("col.run", "col.alpha", "col.k", "col.draft_cost", "col.c", "col.tau", "col.tau_model", "col.v",
                  "col.v_model", "col.speedup", "col.speedup_model", "col.off_by")
 
@@ -59,16 +65,24 @@ class WorthView:
     readout: gr.Markdown
     plot: gr.Plot
     table: gr.Dataframe
+    scaling: gr.Plot
 
     @property
     def outputs(self) -> list:
-        return [self.readout, self.plot, self.table]
+        return [self.readout, self.plot, self.table, self.scaling]
 
     def render(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
         curve = session.cost_curve
         return {self.readout: readout(alpha, k, c, lang, curve),
                 self.plot: worth_figure(alpha, k, c, session.points, lang, curve),
-                self.table: points_table(session.points, lang)}
+                self.table: points_table(session.points, lang),
+                self.scaling: scaling_figure(scaling_result(), lang)}
+
+
+@lru_cache(maxsize=1)
+def scaling_result() -> dict | None:
+    """The shipped data-scaling result (``python -m core.train.scaling``), if there is one."""
+    return json.loads(SCALING_RESULT.read_text(encoding="utf-8")) if SCALING_RESULT.exists() else None
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> WorthView:
@@ -84,7 +98,9 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
     use_last = labels.make(gr.Button, elem_id="worth-use-last", text="btn.use_last")
     table = labels.make(gr.Dataframe, points_table([], labels.lang), interactive=False, elem_id="worth-table",
                         label="panel.worth_points")
-    view = WorthView([alpha, k, c], text, plot, table)
+    scaling = labels.make(gr.Plot, scaling_figure(scaling_result(), labels.lang), elem_id="worth-scaling",
+                          label="panel.scaling")
+    view = WorthView([alpha, k, c], text, plot, table, scaling)
 
     @guarded(status)
     def on_change(lang_value, session, alpha_value, k_value, c_value):
@@ -101,7 +117,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
         a, cc = min(round(p.alpha, 2), 0.99), min(round(p.c or 0.0, 2), 1.0)
         return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.render(session, lang_value, a, p.k, cc)}
 
-    outputs = [state, status, alpha, k, c, text, plot, table]
+    outputs = [state, status, alpha, k, c, text, plot, table, scaling]
     gr.on([alpha.release, k.release, c.release, tab.select], on_change, [lang, state, alpha, k, c], outputs,
           api_name="worth_it", preprocess=False)  # on_change checks every value: a bad one is a message
     use_last.click(on_use_last, [lang, state], outputs, api_name="worth_use_last")

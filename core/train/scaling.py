@@ -1,0 +1,102 @@
+"""What more data buys each feature drafter: EAGLE and EAGLE-3 for ``gemma-270m`` trained on shares
+of the stored drafter data with the same optimiser steps, each decoded through the engine on the
+held-out prompts (greedy, a 6-token chain: acceptance at depths 1-6 and tau).
+
+    python -m core.train.scaling --data cache [--fractions 0.05,0.2,1] [--steps 1000] [--threads 2] \\
+        [--ship assets/gemma-270m] [--out docs/benchmarks/gemma-cpu/scaling.json]
+
+Every run's result is kept under the user's cache (``.../scaling/``) as soon as it is measured, so
+an interrupted sweep resumes where it stopped. ``--ship`` writes the weights of the runs on all of
+the data (fraction 1) into the shipped drafter folder; the other runs' weights stay in the cache.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..drafters.base import DraftShape
+from . import drafter_data, eagle, heldout
+from .gemma_drafters import HELDOUT_DATA, stored_data_folder, subset, train_eagle
+
+DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
+SCALING_VERSION = 1
+
+
+def run_key(kind: str, fraction: float, args) -> str:
+    return f"v{SCALING_VERSION}-{args.data.name}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
+
+
+def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dict:
+    """Train ``kind`` on ``fraction`` of ``data``; decode the held-out prompts with it."""
+    cache = drafter_data.cache_root().parent / "scaling"
+    result_path = cache / f"{run_key(kind, fraction, args)}.json"
+    if result_path.exists():
+        print(f"[scaling] {kind} on {fraction:.0%}: measured before ({result_path})", file=sys.stderr)
+        return json.loads(result_path.read_text(encoding="utf-8"))
+    out = args.ship if fraction == 1 and args.ship else cache / run_key(kind, fraction, args)
+    share = data if fraction == 1 else subset(data, fraction, args.seed)
+    trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
+                                      eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
+                                      data_fraction=fraction)
+    start = time.perf_counter()
+    train_eagle(kind, target, share, heldout_data, out, trainer_args)
+    seconds = time.perf_counter() - start
+    drafter = eagle.DRAFTERS[kind]
+    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind)),
+                               heldout.heldout_prompts(target), f"{kind} k={DEPTH}")
+    result = {"drafter": kind, "fraction": fraction, "positions": share.tokens.numel(), "steps": args.steps,
+              "train_seconds": round(seconds, 1), "threads": torch.get_num_threads(), **numbers.rounded()}
+    cache.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(f"[scaling] {kind} on {fraction:.0%} ({result['positions']:,} positions): tau {numbers.tau:.2f}, "
+          f"per depth {[round(p, 2) for p in numbers.per_position]}", file=sys.stderr, flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..models import load_model, resolve_preset
+    from .corpus import build_corpus
+    from .features import load_or_build
+
+    parser = argparse.ArgumentParser(prog="python -m core.train.scaling", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="cache", help="drafter data folder, or \"cache\" (default)")
+    parser.add_argument("--fractions", default="1,0.2,0.05", help="shares of the data, in the order to run them")
+    parser.add_argument("--drafters", default=",".join(reversed(eagle.DRAFTERS)), help="eagle3,eagle (default)")
+    parser.add_argument("--steps", type=int, default=1000, help="optimiser steps of every run (default 1000)")
+    parser.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3's training-time test unroll steps")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ship", type=Path, help="write the fraction-1 runs' weights here (e.g. assets/gemma-270m)")
+    parser.add_argument("--out", type=Path, help="write every result here as JSON")
+    args = parser.parse_args(argv)
+    fractions = [float(f) for f in args.fractions.split(",")]
+    if not all(0 < f <= 1 for f in fractions):
+        parser.error("--fractions must lie in (0, 1]")
+
+    torch.set_num_threads(args.threads)
+    target = load_model(resolve_preset("gemma-270m").target, "cpu")
+    args.data = stored_data_folder(args.data, target)
+    data = drafter_data.load(args.data, target_model=target.model)
+    heldout_data = load_or_build(target, build_corpus(), HELDOUT_DATA, "heldout")
+    results = [measure(kind, fraction, target, data, heldout_data, args)
+               for fraction in fractions for kind in args.drafters.split(",")]
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"command": "python -m core.train.scaling " + " ".join(sys.argv[1:]),
+                                        "depth": DEPTH, "runs": results}, indent=1) + "\n", encoding="utf-8")
+    for r in results:
+        print(f"{r['drafter']:7s} {r['fraction']:5.0%} {r['positions']:>9,} tau {r['tau']:.2f} "
+              f"per depth {r['per_position']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
