@@ -52,6 +52,20 @@ class _Stepped:
             self._end()
             raise
 
+    def step(self):
+        """Advance one item (a step, a batched step); None once the generator is over."""
+        with self._lock:
+            item = self._next()
+            if item is None:
+                return None
+            if self._take(item):
+                self._finish()
+            return item
+
+    def _take(self, item) -> bool:
+        """Keep ``item``; True when it is the last one (called with the lock held)."""
+        raise NotImplementedError
+
     def _finish(self) -> None:
         """Let the generator leave its loop (it builds its result there), then end."""
         for _ in self._items:
@@ -81,17 +95,10 @@ class Run(_Stepped):
         self.records: list[StepRecord] = []
         super().__init__(decoder.steps(prompt_ids))  # done: the engine has returned its KV blocks
 
-    def step(self) -> StepRecord | None:
-        """Advance one speculative step; None once the run is done."""
-        with self._lock:
-            record = self._next()
-            if record is None:
-                return None
-            self.records.append(record)
-            self.meter.observe(record)
-            if record.finished:
-                self._finish()
-            return record
+    def _take(self, record: StepRecord) -> bool:
+        self.records.append(record)
+        self.meter.observe(record)
+        return record.finished
 
     def _end(self) -> None:
         super()._end()
@@ -120,16 +127,9 @@ class ServingRun(_Stepped):
         self.steps: list[BatchStep] = []
         super().__init__(self.batch.serve())  # done: every block is back
 
-    def step(self) -> BatchStep | None:
-        """One batched verify forward; None once the queue is served."""
-        with self._lock:
-            batch_step = self._next()
-            if batch_step is None:
-                return None
-            self.steps.append(batch_step)
-            if not batch_step.waiting and set(batch_step.left) == set(batch_step.records):
-                self._finish()  # the last requests left
-            return batch_step
+    def _take(self, batch_step: BatchStep) -> bool:
+        self.steps.append(batch_step)
+        return not batch_step.waiting and set(batch_step.left) == set(batch_step.records)  # the last requests left
 
 
 def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
