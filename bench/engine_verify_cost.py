@@ -30,7 +30,12 @@ def main() -> None:
     preset = sys.argv[1] if len(sys.argv) > 1 else "gemma-270m"
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 12
-    decoder, ids = build_decoder(PROMPT, preset, "none", max_new_tokens=64)
+    try:  # the typed request of today's engine; a plain call on versions from before it
+        from core.request import DecodeRequest
+    except ImportError:
+        decoder, ids = build_decoder(PROMPT, preset, "none", max_new_tokens=64)
+    else:
+        decoder, ids = build_decoder(DecodeRequest.of(PROMPT, preset, "none", max_new_tokens=64))
     ids = (ids * 4)[:65]
     decoder.begin(ids)
     decoder.prefill(ids)  # 64 cached tokens; the 65th is the root
