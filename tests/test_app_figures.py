@@ -109,6 +109,22 @@ def test_kv_grid_shows_the_slot_grid(runs):
         assert f"{record.kv.slots_written} slots written" in fig.layout.title.text
 
 
+def _axes(fig) -> list:
+    return [fig.layout[name] for name in fig.layout if name.startswith(("xaxis", "yaxis"))]
+
+
+def test_axis_labels_are_whole_and_get_the_room_they_need():
+    """A block returned this step has a long row label, written out in full; every axis widens its
+    margin to fit its labels (automargin) instead of having them cut at the figure's edge."""
+    steps = read_trace(EXAMPLE_TRACE).steps
+    record = next(r for r in steps if r.kv.freed_blocks)
+    kv = kv_grid_figure(record, "en")
+    assert f"block {record.kv.freed_blocks[0]} (returned this step)" in kv.layout.yaxis.ticktext
+    for fig in (kv, pool_figure(steps, "en"), live_figure(steps, "en"), tree_figure(record, "en"),
+                compare_figure([("draft", steps)], "en")):
+        assert all(axis.automargin for axis in _axes(fig)), fig.layout.title.text
+
+
 def test_pool_and_live_figures_have_one_point_per_step(runs):
     records = runs["chain"].steps
     pool = pool_figure(records, "zh")

@@ -12,7 +12,9 @@ LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "le
 
 def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, below: bool = False) -> go.Figure:
     """Apply the common layout: title, height, margins, fonts, a light grid; ``below`` puts the
-    legend under the plot (for figures with several panels, whose titles sit on top)."""
+    legend under the plot (for figures with several panels, whose titles sit on top). The margins
+    are the least: every axis widens its own to fit its tick labels and title (automargin), else a
+    long label such as "block 1 (returned this step)" is cut at the figure's edge."""
     fig.update_layout(
         template="none",
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
@@ -25,8 +27,8 @@ def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, belo
         legend=LEGEND_BELOW if below else LEGEND_TOP,
         hoverlabel={"font": {"family": FONT}},
     )
-    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False)
-    fig.update_yaxes(gridcolor="#eeeeee", zeroline=False)
+    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
+    fig.update_yaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
     return fig
 
 
