@@ -125,6 +125,20 @@ def test_axis_labels_are_whole_and_get_the_room_they_need():
         assert all(axis.automargin for axis in _axes(fig)), fig.layout.title.text
 
 
+@pytest.mark.parametrize("n", [2, 32])
+def test_step_axes_tick_whole_steps(n):
+    """Left to itself, plotly marks step 1.5 of a two-step run: every step axis ticks whole steps,
+    about ten at most; so does the pool's count of blocks."""
+    from app.figures.style import whole_ticks
+
+    steps = read_trace(EXAMPLE_TRACE).steps[:n]
+    live, pool, compare = live_figure(steps, "en"), pool_figure(steps, "en"), compare_figure([("draft", steps)], "en")
+    for axis in (live.layout.xaxis, live.layout.xaxis2, pool.layout.xaxis, compare.layout.xaxis, compare.layout.xaxis2):
+        assert (axis.tickformat, axis.dtick) == ("d", whole_ticks(n)["dtick"])
+    assert (pool.layout.yaxis.tickformat, pool.layout.yaxis.dtick) == ("d", 1)  # a few blocks in use
+    assert [whole_ticks(n)["dtick"] for n in (1, 2, 10, 11, 32, 100, 101, 512)] == [1, 1, 1, 2, 5, 10, 20, 100]
+
+
 def test_pool_and_live_figures_have_one_point_per_step(runs):
     records = runs["chain"].steps
     pool = pool_figure(records, "zh")

@@ -8,6 +8,7 @@ FONT = "Noto Sans CJK SC, Noto Sans SC, Microsoft YaHei, PingFang SC, sans-serif
 
 LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "left", "x": 0.0}
+NICE_DTICKS = [m * 10**e for e in range(7) for m in (1, 2, 5)]  # 1, 2, 5, 10, 20, 50, ...
 
 
 def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, below: bool = False) -> go.Figure:
@@ -30,6 +31,12 @@ def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, belo
     fig.update_xaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
     fig.update_yaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
     return fig
+
+
+def whole_ticks(largest: float) -> dict:
+    """Axis settings for whole numbers (step numbers, request counts) up to ``largest``: ticks on
+    whole numbers only, about ten at most (left to itself, plotly marks step 1.5 of a two-step run)."""
+    return {"tickformat": "d", "dtick": next((d for d in NICE_DTICKS if largest <= 10 * d), None)}
 
 
 def empty(message: str, height: int = 260) -> go.Figure:
