@@ -179,7 +179,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "tree.q": ("草稿置信度", "draft confidence"),
     "tree.p": ("目标概率", "target probability"),
     "tree.proposer": ("提出者", "proposed by"),
-    "text.hover": ("第 {step} 步 · {kind} · id {token}", "step {step} · {kind} · id {token}"),
+    "text.hover": ("第 {step} 步 · {kind} · “{text}” · id {token}", "step {step} · {kind} · “{text}” · id {token}"),
     # ---- KV ------------------------------------------------------------------------------------
     "kv.L": ("已占用（之前写入）", "live (earlier)"),
     "kv.W": ("本步写入并保留", "written this step, kept"),

@@ -293,6 +293,16 @@ def test_text_colours_every_emitted_token_by_kind(runs):
     assert "step 1 · " in html
 
 
+def test_text_shows_newline_tokens():
+    """The shipped trace writes poems, one line a sentence: each newline token is drawn as ↵ before its
+    line break (else its box is empty) and named so in its tooltip."""
+    steps = read_trace(EXAMPLE_TRACE).steps
+    html = text_html("我爱", steps, "en")
+    newlines = sum(token.text == "\n" for record in steps for token in record.emitted)
+    assert newlines == 3
+    assert html.count("↵<br>") == html.count("“↵”") == newlines
+
+
 def test_step_sentence_tells_what_happened(runs):
     for record in runs["chain"].steps:
         sentence = step_sentence(record, "en")
