@@ -141,6 +141,26 @@ def test_replay_steps_through_the_shipped_trace(page, tmp_path):
     page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
 
 
+def test_replay_goes_to_a_typed_step(page):
+    """A step number typed into the slider's box moves there at once (no release until the box loses
+    focus). Step 19 of the shipped trace returns a block, whose long row label fits in the KV grid,
+    and has written two newlines, drawn as ↵."""
+    open_tab(page, "replay")
+    page.click("#replay-example")
+    wait_for_plot(page, "replay-tree", "p.title.includes('第 1 步')")
+    page.fill("#replay-slider input[type=number]", "19")
+    wait_for_plot(page, "replay-tree", "p.title.includes('第 19 步')")
+    assert page.input_value("#replay-slider input[type=number]") == "19"
+    assert page.inner_text("#replay-text").count("↵") == 2
+    labels = page.evaluate("""() => {
+        const figure = document.querySelector('#replay-kv .main-svg').getBoundingClientRect();
+        return Array.from(document.querySelectorAll('#replay-kv .ytick text'))
+            .map(label => [label.textContent, label.getBoundingClientRect().left - figure.left]); }""")
+    assert "块 2 (本步归还)" in [text for text, _ in labels]
+    assert all(left >= 0 for _, left in labels), labels  # not cut at the figure's left edge
+    shot(page, "replay-typed-step")
+
+
 def test_worth_it_marks_the_measured_runs(page):
     open_tab(page, "worth")
     figure = wait_for_plot(page, "worth-plot", "p.data.some(t => t.name == '本会话实测')")
