@@ -2,6 +2,7 @@
 one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gradio as gr
@@ -12,7 +13,7 @@ from core.trace_schema import MAX_TRACE_BYTES
 
 from .controls import ModelPolicy
 from .guard import guarded
-from .i18n import DEFAULT_LANG, LANG_CHOICES, t
+from .i18n import DEFAULT_LANG, GRADIO_LOCALES, LANG_CHOICES, t
 from . import memory
 from .labels import Labels
 from .limits import RunGate, ServerLimits
@@ -25,6 +26,14 @@ CSS_PATH = Path(__file__).with_name("page.css")
 JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
 MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
+# Gradio's own words (the upload box's "Drop File Here") follow its frontend locale, which it takes from the
+# browser, not from this page's language. Its Settings panel switches that locale with the changeLocale export
+# of its core module: the same call, on the module the page loaded. Gradio words a component when it is first
+# drawn, so a switch reaches what is drawn after it (a tab opened later), not what is on screen.
+GRADIO_LOCALE_JS = """async (lang) => {
+  const core = performance.getEntriesByType("resource").map((e) => e.name).find((n) => /\\/core-[\\w-]+\\.js$/.test(n));
+  if (core) (await import(core)).changeLocale(%s[lang]);
+}""" % json.dumps(GRADIO_LOCALES)
 
 
 def preset_choices(default_preset: str) -> list[str]:
@@ -73,6 +82,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
+        demo.load(None, lang_radio, js=GRADIO_LOCALE_JS)  # before any tab but the first is drawn
+        lang_radio.change(None, lang_radio, js=GRADIO_LOCALE_JS)
         status = step_view.status
 
         @guarded(status)

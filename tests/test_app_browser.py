@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step, \
-    wait_for_plot
+from app_driver import VIEWPORT, browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, \
+    step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +122,26 @@ def test_classroom_and_language_switch(page):
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")
 
 
+def test_gradio_words_follow_the_page_language(page):
+    """Gradio's own words (the upload box) follow the page's language, not the browser's: Chinese on
+    the Chinese page in an English browser; English after a switch in a Chinese browser. Fresh pages,
+    whose Replay tab is drawn for the first time."""
+    for locale, language, words, other in (("en-US", None, "拖放", "Drop File Here"),
+                                           ("zh-CN", "English", "Drop File Here", "拖放")):
+        fresh = page.context.browser.new_page(locale=locale, viewport=VIEWPORT)
+        try:
+            open_app(fresh, page.url)
+            if language:
+                set_language(fresh, language)
+                fresh.wait_for_function("document.querySelector('#tab-replay-button').innerText == 'Replay'")
+            open_tab(fresh, "replay")
+            fresh.wait_for_function("w => document.querySelector('#replay-upload').innerText.includes(w)", arg=words)
+            assert other not in fresh.inner_text("#replay-upload")
+            shot(fresh, f"replay-upload-{locale}")
+        finally:
+            fresh.close()
+
+
 def test_replay_steps_through_the_shipped_trace(page, tmp_path):
     open_tab(page, "replay")
     page.set_input_files("#replay-upload input[type=file]", str(EXAMPLE_TRACE))
@@ -136,7 +156,7 @@ def test_replay_steps_through_the_shipped_trace(page, tmp_path):
 
     bad = tmp_path / "not-a-trace.jsonl"
     bad.write_text("hello\n", encoding="utf-8")
-    page.click("#replay-upload button[aria-label='Clear']")
+    page.click("#replay-upload button[aria-label='清除']")  # Gradio's own words are in the page's language
     page.set_input_files("#replay-upload input[type=file]", str(bad))
     page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
 
