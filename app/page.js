@@ -18,4 +18,21 @@
     event.preventDefault();
     document.getElementById(id)?.click();
   });
+
+  // A file over the server's upload limit (max_file_size): Gradio would refuse it with a bare "Error" in the
+  // box. Take it away from Gradio first (capture phase, before the upload's own listeners) and press the
+  // upload's hidden "<id>-refused" button, whose handler says the limit in the page's language (app.views.upload).
+  const limit = window.gradio_config && window.gradio_config.max_file_size;
+  const refusal = (target) => Array.from(document.querySelectorAll("button[id$='-refused']"))
+    .find((button) => document.getElementById(button.id.replace(/-refused$/, ""))?.contains(target));
+  const refuse = (event, files) => {
+    const button = limit && refusal(event.target);
+    if (!button || !Array.from(files || []).some((file) => file.size > limit)) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    if (event.target.type === "file") event.target.value = "";
+    button.click();
+  };
+  window.addEventListener("change", (event) => refuse(event, event.target.files), true);
+  window.addEventListener("drop", (event) => refuse(event, event.dataTransfer?.files), true);
 }

@@ -9,14 +9,13 @@ import gradio as gr
 
 from core import gemma
 from core.models import PRESETS, resolve_preset
-from core.trace_schema import MAX_TRACE_BYTES
 
 from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, GRADIO_LOCALES, LANG_CHOICES, t
 from . import memory
 from .labels import Labels
-from .limits import RunGate, ServerLimits
+from .limits import MAX_UPLOAD, RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
@@ -24,7 +23,6 @@ from .views.worth import sliders
 
 CSS_PATH = Path(__file__).with_name("page.css")
 JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
-MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
 # Gradio's own words (the upload box's "Drop File Here") follow its frontend locale, which it takes from the
 # browser, not from this page's language. Its Settings panel switches that locale with the changeLocale export

@@ -2,6 +2,7 @@
 classroom with the language switch, replay of the shipped trace. Screenshots go to test-artifacts/."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -122,15 +123,24 @@ def test_classroom_and_language_switch(page):
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")
 
 
+@contextlib.contextmanager
+def another_page(page, locale: str = "en-US"):
+    """A second page on the same server (a new session) in a browser of ``locale``."""
+    fresh = page.context.browser.new_page(locale=locale, viewport=VIEWPORT)
+    try:
+        open_app(fresh, page.url)
+        yield fresh
+    finally:
+        fresh.close()
+
+
 def test_gradio_words_follow_the_page_language(page):
     """Gradio's own words (the upload box) follow the page's language, not the browser's: Chinese on
     the Chinese page in an English browser; English after a switch in a Chinese browser. Fresh pages,
     whose Replay tab is drawn for the first time."""
     for locale, language, words, other in (("en-US", None, "拖放", "Drop File Here"),
                                            ("zh-CN", "English", "Drop File Here", "拖放")):
-        fresh = page.context.browser.new_page(locale=locale, viewport=VIEWPORT)
-        try:
-            open_app(fresh, page.url)
+        with another_page(page, locale) as fresh:
             if language:
                 set_language(fresh, language)
                 fresh.wait_for_function("document.querySelector('#tab-replay-button').innerText == 'Replay'")
@@ -138,8 +148,25 @@ def test_gradio_words_follow_the_page_language(page):
             fresh.wait_for_function("w => document.querySelector('#replay-upload').innerText.includes(w)", arg=words)
             assert other not in fresh.inner_text("#replay-upload")
             shot(fresh, f"replay-upload-{locale}")
-        finally:
-            fresh.close()
+
+
+def test_a_file_over_the_upload_limit_is_refused_with_a_message(page, tmp_path):
+    """Gradio alone refuses it with a bare "Error" in the box; the page says the file is too large and
+    the limit, in its language, and the box stays ready for another file."""
+    from app.limits import MAX_UPLOAD
+
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as f:
+        f.truncate(25 * 2**20)  # 25 MB (sparse)
+    assert big.stat().st_size > MAX_UPLOAD
+    with another_page(page) as fresh:
+        open_tab(fresh, "replay")
+        fresh.set_input_files("#replay-upload input[type=file]", str(big))
+        fresh.wait_for_function("document.querySelector('#replay-status').innerText.includes('文件太大')")
+        assert f"上传上限是 {MAX_UPLOAD / 2**20:g} MB" in fresh.inner_text("#replay-status")
+        upload = fresh.inner_text("#replay-upload")
+        assert "Error" not in upload and "拖放" in upload
+        shot(fresh, "replay-too-large")
 
 
 def test_replay_steps_through_the_shipped_trace(page, tmp_path):

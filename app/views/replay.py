@@ -15,6 +15,7 @@ from ..labels import Labels
 from ..render import markdown_text, summary_markdown
 from ..session import Session, ensure
 from .panels import StepPanels, step_panels
+from .upload import refusal
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "assets" / "traces" / "example-tiny.jsonl"
 
@@ -62,6 +63,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
                              label="replay.upload")
         example = labels.make(gr.Button, elem_id="replay-example", scale=1, text="btn.example_trace")
     status = gr.Markdown(elem_id="replay-status", elem_classes=["sdl-status"])
+    refusal(upload, lang, status)
     with gr.Row():
         header = gr.Markdown(elem_id="replay-header")
         summary = gr.Markdown(elem_id="replay-summary")
