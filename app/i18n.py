@@ -9,7 +9,6 @@ import re
 LANGS = ("zh", "en")
 DEFAULT_LANG = "zh"
 LANG_CHOICES = [("中文", "zh"), ("English", "en")]
-GRADIO_LOCALES = {"zh": "zh-CN", "en": "en"}  # Gradio's own words (the upload box's) come in its locales
 
 TEXT: dict[str, tuple[str, str]] = {
     # ---- page ----------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gradio as gr
@@ -12,7 +11,7 @@ from core.models import PRESETS, resolve_preset
 
 from .controls import ModelPolicy
 from .guard import guarded
-from .i18n import DEFAULT_LANG, GRADIO_LOCALES, LANG_CHOICES, t
+from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from . import memory
 from .labels import Labels
 from .limits import MAX_UPLOAD, RunGate, ServerLimits
@@ -24,14 +23,7 @@ from .views.worth import sliders
 CSS_PATH = Path(__file__).with_name("page.css")
 JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
-# Gradio's own words (the upload box's "Drop File Here") follow its frontend locale, which it takes from the
-# browser, not from this page's language. Its Settings panel switches that locale with the changeLocale export
-# of its core module: the same call, on the module the page loaded. Gradio words a component when it is first
-# drawn, so a switch reaches what is drawn after it (a tab opened later), not what is on screen.
-GRADIO_LOCALE_JS = """async (lang) => {
-  const core = performance.getEntriesByType("resource").map((e) => e.name).find((n) => /\\/core-[\\w-]+\\.js$/.test(n));
-  if (core) (await import(core)).changeLocale(%s[lang]);
-}""" % json.dumps(GRADIO_LOCALES)
+GRADIO_LOCALE_JS = "(lang) => window.sdlGradioLocale(lang)"  # page.js: Gradio's own words in the page's language
 
 
 def preset_choices(default_preset: str) -> list[str]:
@@ -80,7 +72,6 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
-        demo.load(None, lang_radio, js=GRADIO_LOCALE_JS)  # before any tab but the first is drawn
         lang_radio.change(None, lang_radio, js=GRADIO_LOCALE_JS)
         status = step_view.status
 
