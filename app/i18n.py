@@ -179,7 +179,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "tree.q": ("草稿置信度", "draft confidence"),
     "tree.p": ("目标概率", "target probability"),
     "tree.proposer": ("提出者", "proposed by"),
-    "text.hover": ("第 {step} 步 · {kind} · id {token}", "step {step} · {kind} · id {token}"),
+    "text.hover": ("第 {step} 步 · {kind} · “{text}” · id {token}", "step {step} · {kind} · “{text}” · id {token}"),
     # ---- KV ------------------------------------------------------------------------------------
     "kv.L": ("已占用（之前写入）", "live (earlier)"),
     "kv.W": ("本步写入并保留", "written this step, kept"),
@@ -713,6 +713,8 @@ TEXT: dict[str, tuple[str, str]] = {
                           "(this one has {n})"),
     "err.no_trace": ("还没有载入 trace", "no trace loaded yet"),
     "err.trace_empty": ("这个 trace 没有任何步骤", "this trace has no steps"),
+    "err.upload_too_large": ("文件太大（上传上限是 {limit:g} MB），没有上传", "the file is too large (the upload "
+                             "limit is {limit:g} MB) and was not uploaded"),
     "err.monitor_remote": ("{host} 解析到 {addresses}，不是本机地址：这个服务器只监控本机上的端点（启动时加 "
                            "--allow-remote-monitor 才允许其他地址）", "{host} resolves to {addresses}, not a loopback "
                            "address: this server only monitors endpoints on its own machine (start it with "

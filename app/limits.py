@@ -10,8 +10,11 @@ from dataclasses import dataclass
 
 from core import UserError
 from core.request import DecodeRequest
+from core.trace_schema import MAX_TRACE_BYTES, MIB
 
 from .i18n import t
+
+MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,11 @@ class ServerLimits:
     def __post_init__(self):
         if min(self.max_runs, self.queue_size, self.run_budget) < 1:
             raise ValueError("server limits must be at least 1")
+
+
+def upload_too_large(lang: str) -> UserError:
+    """What a visitor is told about a file over MAX_UPLOAD (the page refuses it in the browser)."""
+    return UserError(t("err.upload_too_large", lang, limit=MAX_UPLOAD / MIB))
 
 
 def request_cost(request: DecodeRequest) -> int:

@@ -1,4 +1,23 @@
 () => {
+  // Gradio's own words (the upload box's "Drop File Here") follow its frontend locale, which it takes from the
+  // browser: make it the page's language, now and on a switch (ui.py). Gradio's Settings panel switches the locale
+  // with the changeLocale export of its core module: the same call, on the module this page loaded. A locale
+  // whose words are still loading would land after a later one: one switch at a time, each until it holds.
+  // Gradio words a component when it is first drawn: a switch reaches what is drawn after it (a tab opened later).
+  const GRADIO_LOCALES = { zh: "zh-CN", en: "en" };  // app/i18n.py LANGS
+  const switchLocale = async (locale) => {
+    const core = performance.getEntriesByType("resource").map((entry) => entry.name)
+      .find((name) => /\/core-[\w-]+\.js$/.test(name));
+    if (!core || !locale) return;
+    (await import(core)).changeLocale(locale);
+    for (let waited = 0; document.documentElement.lang !== locale && waited < 5000; waited += 50) {
+      await new Promise((done) => setTimeout(done, 50));
+    }
+  };
+  let switching = Promise.resolve();
+  window.sdlGradioLocale = (lang) => (switching = switching.then(() => switchLocale(GRADIO_LOCALES[lang])));
+  window.sdlGradioLocale(document.querySelector("#lang-toggle input:checked")?.value);
+
   // Presentation mode (the classroom's checkbox adds the class sdl-present to the page):
   // arrow keys, Page Up/Down and space move between scenes, Esc leaves the mode.
   const keys = { ArrowRight: "lesson-next", PageDown: "lesson-next", " ": "lesson-next",
@@ -18,4 +37,21 @@
     event.preventDefault();
     document.getElementById(id)?.click();
   });
+
+  // A file over the server's upload limit (max_file_size): Gradio would refuse it with a bare "Error" in the
+  // box. Take it away from Gradio first (capture phase, before the upload's own listeners) and press the
+  // upload's hidden "<id>-refused" button, whose handler says the limit in the page's language (app.views.upload).
+  const limit = window.gradio_config && window.gradio_config.max_file_size;
+  const refusal = (target) => Array.from(document.querySelectorAll("button[id$='-refused']"))
+    .find((button) => document.getElementById(button.id.replace(/-refused$/, ""))?.contains(target));
+  const refuse = (event, files) => {
+    const button = limit && refusal(event.target);
+    if (!button || !Array.from(files || []).some((file) => file.size > limit)) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    if (event.target.type === "file") event.target.value = "";
+    button.click();
+  };
+  window.addEventListener("change", (event) => refuse(event, event.target.files), true);
+  window.addEventListener("drop", (event) => refuse(event, event.dataTransfer?.files), true);
 }

@@ -38,18 +38,26 @@ def _piece(text: str) -> str:
     return html.escape(text).replace("\n", "<br>")
 
 
+def _token_piece(text: str) -> str:
+    """A token's text in the text panel: a line break is drawn as ↵ too, else a newline token is an
+    empty box at the end of a line."""
+    return html.escape(text).replace("\n", "↵<br>")
+
+
 def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
-    """The prompt (plain) and every emitted token coloured by how it came; hovering says the step."""
+    """The prompt (plain) and every emitted token coloured by how it came; hovering says the step, how
+    it came and the token, whitespace made visible."""
     parts = [f'<span class="sdl-prompt">{_piece(prompt)}</span>']
     last = len(records) - 1
     for i, record in enumerate(records):
         for token in record.emitted:
-            label = t("text.hover", lang, step=record.step + 1, kind=t("kind." + token.kind, lang), token=token.token)
+            label = t("text.hover", lang, step=record.step + 1, kind=t("kind." + token.kind, lang),
+                      text=visible(token.text), token=token.token)
             current = " sdl-current" if i == last else ""
             parts.append(
                 f'<span class="sdl-tok{current}" title="{html.escape(label)}" '
                 f'style="background:{COLORS[token.kind]}22;border-bottom:3px solid {COLORS[token.kind]}">'
-                f"{_piece(token.text) or '&#8203;'}</span>"
+                f"{_token_piece(token.text) or '&#8203;'}</span>"
             )
     return legend_html(lang) + '<div class="sdl-text">' + "".join(parts) + "</div>"
 

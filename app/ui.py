@@ -8,14 +8,13 @@ import gradio as gr
 
 from core import gemma
 from core.models import PRESETS, resolve_preset
-from core.trace_schema import MAX_TRACE_BYTES
 
 from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from . import memory
 from .labels import Labels
-from .limits import RunGate, ServerLimits
+from .limits import MAX_UPLOAD, RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
@@ -23,8 +22,8 @@ from .views.worth import sliders
 
 CSS_PATH = Path(__file__).with_name("page.css")
 JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
-MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 REDRAW_PLOTS_JS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 60); }"
+GRADIO_LOCALE_JS = "(lang) => window.sdlGradioLocale(lang)"  # page.js: Gradio's own words in the page's language
 
 
 def preset_choices(default_preset: str) -> list[str]:
@@ -73,6 +72,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
+        lang_radio.change(None, lang_radio, js=GRADIO_LOCALE_JS)
         status = step_view.status
 
         @guarded(status)

@@ -2,6 +2,7 @@
 classroom with the language switch, replay of the shipped trace. Screenshots go to test-artifacts/."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -122,6 +123,50 @@ def test_classroom_and_language_switch(page):
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")
 
 
+@contextlib.contextmanager
+def another_page(page):
+    """A second page on the same server: a new session, whose tabs are drawn for the first time."""
+    fresh = page.context.browser.new_page(viewport=page.viewport_size)
+    try:
+        open_app(fresh, page.url)
+        yield fresh
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("language,words,other", [("中文", "拖放", "Drop File Here"),
+                                                  ("English", "Drop File Here", "拖放")])
+def test_gradio_words_follow_the_page_language(page, language, words, other):
+    """Gradio's own words (the upload box) follow the page's language, not the (English) browser's:
+    Chinese on the Chinese page; English after a switch, even one made while Gradio still loads its
+    Chinese words."""
+    with another_page(page) as fresh:
+        set_language(fresh, language)
+        open_tab(fresh, "replay")
+        fresh.wait_for_function("w => document.querySelector('#replay-upload').innerText.includes(w)", arg=words)
+        assert other not in fresh.inner_text("#replay-upload")
+        shot(fresh, f"replay-upload-{language}")
+
+
+def test_a_file_over_the_upload_limit_is_refused_with_a_message(page, tmp_path):
+    """Gradio alone refuses it with a bare "Error" in the box; the page says the file is too large and
+    the limit, in its language, and the box stays ready for another file."""
+    from app.limits import MAX_UPLOAD
+
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as f:
+        f.truncate(25 * 2**20)  # 25 MB (sparse)
+    assert big.stat().st_size > MAX_UPLOAD
+    with another_page(page) as fresh:
+        open_tab(fresh, "replay")
+        fresh.set_input_files("#replay-upload input[type=file]", str(big))
+        fresh.wait_for_function("document.querySelector('#replay-status').innerText.includes('文件太大')")
+        assert f"上传上限是 {MAX_UPLOAD / 2**20:g} MB" in fresh.inner_text("#replay-status")
+        upload = fresh.inner_text("#replay-upload")
+        assert "Error" not in upload and "拖放" in upload
+        shot(fresh, "replay-too-large")
+
+
 def test_replay_steps_through_the_shipped_trace(page, tmp_path):
     open_tab(page, "replay")
     page.set_input_files("#replay-upload input[type=file]", str(EXAMPLE_TRACE))
@@ -136,9 +181,29 @@ def test_replay_steps_through_the_shipped_trace(page, tmp_path):
 
     bad = tmp_path / "not-a-trace.jsonl"
     bad.write_text("hello\n", encoding="utf-8")
-    page.click("#replay-upload button[aria-label='Clear']")
+    page.click("#replay-upload button[aria-label='清除']")  # Gradio's own words are in the page's language
     page.set_input_files("#replay-upload input[type=file]", str(bad))
     page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
+
+
+def test_replay_goes_to_a_typed_step(page):
+    """A step number typed into the slider's box moves there at once (no release until the box loses
+    focus). Step 19 of the shipped trace returns a block, whose long row label fits in the KV grid,
+    and has written two newlines, drawn as ↵."""
+    open_tab(page, "replay")
+    page.click("#replay-example")
+    wait_for_plot(page, "replay-tree", "p.title.includes('第 1 步')")
+    page.fill("#replay-slider input[type=number]", "19")
+    wait_for_plot(page, "replay-tree", "p.title.includes('第 19 步')")
+    assert page.input_value("#replay-slider input[type=number]") == "19"
+    assert page.inner_text("#replay-text").count("↵") == 2
+    labels = page.evaluate("""() => {
+        const figure = document.querySelector('#replay-kv .main-svg').getBoundingClientRect();
+        return Array.from(document.querySelectorAll('#replay-kv .ytick text'))
+            .map(label => [label.textContent, label.getBoundingClientRect().left - figure.left]); }""")
+    assert "块 2 (本步归还)" in [text for text, _ in labels]
+    assert all(left >= 0 for _, left in labels), labels  # not cut at the figure's left edge
+    shot(page, "replay-typed-step")
 
 
 def test_worth_it_marks_the_measured_runs(page):

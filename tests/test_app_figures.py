@@ -109,6 +109,36 @@ def test_kv_grid_shows_the_slot_grid(runs):
         assert f"{record.kv.slots_written} slots written" in fig.layout.title.text
 
 
+def _axes(fig) -> list:
+    return [fig.layout[name] for name in fig.layout if name.startswith(("xaxis", "yaxis"))]
+
+
+def test_axis_labels_are_whole_and_get_the_room_they_need():
+    """A block returned this step has a long row label, written out in full; every axis widens its
+    margin to fit its labels (automargin) instead of having them cut at the figure's edge."""
+    steps = read_trace(EXAMPLE_TRACE).steps
+    record = next(r for r in steps if r.kv.freed_blocks)
+    kv = kv_grid_figure(record, "en")
+    assert f"block {record.kv.freed_blocks[0]} (returned this step)" in kv.layout.yaxis.ticktext
+    for fig in (kv, pool_figure(steps, "en"), live_figure(steps, "en"), tree_figure(record, "en"),
+                compare_figure([("draft", steps)], "en")):
+        assert all(axis.automargin for axis in _axes(fig)), fig.layout.title.text
+
+
+@pytest.mark.parametrize("n", [2, 32])
+def test_step_axes_tick_whole_steps(n):
+    """Left to itself, plotly marks step 1.5 of a two-step run: every step axis ticks whole steps,
+    about ten at most; so does the pool's count of blocks."""
+    from app.figures.style import whole_ticks
+
+    steps = read_trace(EXAMPLE_TRACE).steps[:n]
+    live, pool, compare = live_figure(steps, "en"), pool_figure(steps, "en"), compare_figure([("draft", steps)], "en")
+    for axis in (live.layout.xaxis, live.layout.xaxis2, pool.layout.xaxis, compare.layout.xaxis, compare.layout.xaxis2):
+        assert (axis.tickformat, axis.dtick) == ("d", whole_ticks(n)["dtick"])
+    assert (pool.layout.yaxis.tickformat, pool.layout.yaxis.dtick) == ("d", 1)  # a few blocks in use
+    assert [whole_ticks(n)["dtick"] for n in (1, 2, 10, 11, 32, 100, 101, 512)] == [1, 1, 1, 2, 5, 10, 20, 100]
+
+
 def test_pool_and_live_figures_have_one_point_per_step(runs):
     records = runs["chain"].steps
     pool = pool_figure(records, "zh")
@@ -261,6 +291,16 @@ def test_text_colours_every_emitted_token_by_kind(runs):
     for kind in {token.kind for token in tokens}:
         assert html.count(f"border-bottom:3px solid {COLORS[kind]}") == sum(t.kind == kind for t in tokens)
     assert "step 1 · " in html
+
+
+def test_text_shows_newline_tokens():
+    """The shipped trace writes poems, one line a sentence: each newline token is drawn as ↵ before its
+    line break (else its box is empty) and named so in its tooltip."""
+    steps = read_trace(EXAMPLE_TRACE).steps
+    html = text_html("我爱", steps, "en")
+    newlines = sum(token.text == "\n" for record in steps for token in record.emitted)
+    assert newlines == 3
+    assert html.count("↵<br>") == html.count("“↵”") == newlines
 
 
 def test_step_sentence_tells_what_happened(runs):

@@ -104,6 +104,7 @@ def test_a_vllm_sample_parses_into_windows_and_figures():
     assert list(bars[0].y) == pytest.approx([0.8, 0.6, 0.4]) and list(bars[0].x) == [1, 2, 3]
     tau_trace = next(trace for trace in fig.data if trace.name == "τ")
     assert list(tau_trace.y) == pytest.approx([2.8])
+    assert (fig.layout.yaxis4.tickformat, fig.layout.yaxis4.dtick) == ("d", 1)  # requests: 9 running, no 8.5
 
 
 def test_a_counter_reset_counts_from_zero():

@@ -9,7 +9,7 @@ from core.records import StepRecord
 
 from ..i18n import t
 from ..series import run_series
-from .style import finish
+from .style import finish, whole_ticks
 
 
 
@@ -31,7 +31,7 @@ def compare_figure(runs: list[tuple[str, list[StepRecord]]], lang: str) -> go.Fi
                                  showlegend=False, mode="lines", line=line), 1, 2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fig.update_xaxes(title=t("axis.step", lang))
+    fig.update_xaxes(title=t("axis.step", lang), **whole_ticks(max((len(records) for _, records in runs), default=1)))
     fig = finish(fig, "", 380, below=True)
     fig.update_layout(margin={"t": 40})
     return fig

@@ -8,7 +8,7 @@ from core.records import StepRecord
 
 from ..i18n import t
 from ..palette import COLORS, KV_COLORS
-from .style import finish
+from .style import finish, whole_ticks
 
 STATES = ("L", "W", "F", ".")
 
@@ -59,6 +59,7 @@ def pool_figure(records: list[StepRecord], lang: str) -> go.Figure:
         hovertext=[t("kv.freed_hover", lang, blocks=", ".join(map(str, r.kv.freed_blocks))) for r in freed],
         hoverinfo="text",
     ))
-    fig.update_xaxes(title=t("axis.step", lang), rangemode="tozero", dtick=max(1, len(records) // 8))
-    fig.update_yaxes(title=t("kv.blocks", lang), rangemode="tozero", dtick=1)
+    fig.update_xaxes(title=t("axis.step", lang), rangemode="tozero", **whole_ticks(len(records)))
+    fig.update_yaxes(title=t("kv.blocks", lang), rangemode="tozero",
+                     **whole_ticks(max((r.kv.pool_in_use for r in records), default=1)))
     return finish(fig, t("kv.pool_title", lang), 260)

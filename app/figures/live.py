@@ -10,7 +10,7 @@ from core.records import StepRecord
 from ..i18n import t
 from ..palette import COLORS
 from ..series import run_series
-from .style import finish
+from .style import finish, whole_ticks
 
 RUNNING = "#222222"
 
@@ -40,8 +40,8 @@ def live_figure(records: list[StepRecord], lang: str) -> go.Figure:
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], row=1, col=3)
-    fig.update_xaxes(title=t("axis.step", lang), row=1, col=1)
-    fig.update_xaxes(title=t("axis.step", lang), row=1, col=2)
+    fig.update_xaxes(title=t("axis.step", lang), row=1, col=1, **whole_ticks(len(records)))
+    fig.update_xaxes(title=t("axis.step", lang), row=1, col=2, **whole_ticks(len(records)))
     fig.update_xaxes(title=t("live.position", lang), dtick=1, row=1, col=3)
     fig = finish(fig, "", 360, below=True)
     fig.update_layout(margin={"t": 40})

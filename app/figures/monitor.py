@@ -9,7 +9,7 @@ from core.monitor import Watch
 from ..i18n import t
 from ..palette import COLORS
 from .live import RUNNING, per_position_bars
-from .style import finish
+from .style import finish, whole_ticks
 
 
 def monitor_figure(watch: Watch, lang: str) -> go.Figure:
@@ -42,7 +42,8 @@ def monitor_figure(watch: Watch, lang: str) -> go.Figure:
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(rangemode="tozero", row=2, col=2)
+    fig.update_yaxes(rangemode="tozero", row=2, col=2,
+                     **whole_ticks(max((max(w.running, w.waiting) for w in windows), default=1)))
     fig.update_xaxes(title=t("live.position", lang), dtick=1, row=1, col=2)
     for row, col in ((1, 1), (2, 1), (2, 2)):
         fig.update_xaxes(title=t("axis.seconds", lang), row=row, col=col)

@@ -20,7 +20,7 @@ from core.tree import attention_mask, with_root
 from ..i18n import t
 from ..palette import COLORS, KV_COLORS, visible
 from .kv import STATES
-from .style import finish
+from .style import finish, whole_ticks
 
 TOKEN_KINDS = ("accepted", "correction", "bonus", "target")
 MASK_KINDS = ("blocked", "root", "accepted", "rejected", "not_reached")  # z value = index
@@ -56,7 +56,8 @@ def timeline_figure(steps: list[BatchStep], prompts: list[str], lang: str) -> go
     if steps:
         now = steps[-1].step + 1
         fig.add_vrect(x0=now - 0.5, x1=now + 0.5, fillcolor="#fff3c4", opacity=0.5, line_width=0, layer="below")
-    fig.update_xaxes(title=t("serve.axis_step", lang), range=[0.4, max(len(steps), 1) + 0.6], dtick=1)
+    fig.update_xaxes(title=t("serve.axis_step", lang), range=[0.4, max(len(steps), 1) + 0.6],
+                     **whole_ticks(len(steps)))
     fig.update_yaxes(categoryorder="array", categoryarray=list(rows.values())[::-1], showgrid=False)
     fig = finish(fig, t("serve.timeline_title", lang, steps=len(steps)), max(340, 150 + 34 * len(rows)))
     fig.update_layout(margin={"l": 170, "r": 210},

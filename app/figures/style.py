@@ -8,11 +8,14 @@ FONT = "Noto Sans CJK SC, Noto Sans SC, Microsoft YaHei, PingFang SC, sans-serif
 
 LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0}
 LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.42, "xanchor": "left", "x": 0.0}
+NICE_DTICKS = [m * 10**e for e in range(7) for m in (1, 2, 5)]  # 1, 2, 5, 10, 20, 50, ...
 
 
 def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, below: bool = False) -> go.Figure:
     """Apply the common layout: title, height, margins, fonts, a light grid; ``below`` puts the
-    legend under the plot (for figures with several panels, whose titles sit on top)."""
+    legend under the plot (for figures with several panels, whose titles sit on top). The margins
+    are the least: every axis widens its own to fit its tick labels and title (automargin), else a
+    long label such as "block 1 (returned this step)" is cut at the figure's edge."""
     fig.update_layout(
         template="none",
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
@@ -25,9 +28,15 @@ def finish(fig: go.Figure, title: str, height: int, *, legend: bool = True, belo
         legend=LEGEND_BELOW if below else LEGEND_TOP,
         hoverlabel={"font": {"family": FONT}},
     )
-    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False)
-    fig.update_yaxes(gridcolor="#eeeeee", zeroline=False)
+    fig.update_xaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
+    fig.update_yaxes(gridcolor="#eeeeee", zeroline=False, automargin=True)
     return fig
+
+
+def whole_ticks(largest: float) -> dict:
+    """Axis settings for whole numbers (step numbers, request counts) up to ``largest``: ticks on
+    whole numbers only, about ten at most (left to itself, plotly marks step 1.5 of a two-step run)."""
+    return {"tickformat": "d", "dtick": next((d for d in NICE_DTICKS if largest <= 10 * d), None)}
 
 
 def empty(message: str, height: int = 260) -> go.Figure:

@@ -23,6 +23,7 @@ from ..i18n import t
 from ..labels import Labels
 from ..limits import RunGate
 from ..session import Session, ensure
+from .upload import refusal
 
 EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
 SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
@@ -95,6 +96,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
                               label="batch.max_new")
         run = labels.make(gr.Button, variant="primary", elem_id="batch-run", scale=1, text="btn.batch_run")
     status = gr.Markdown(elem_id="batch-status", elem_classes=["sdl-status"])
+    refusal(upload, lang, status)
     verdict = gr.Markdown(elem_id="batch-verdict")
     plot = labels.make(gr.Plot, batch_figure(None, labels.lang), elem_id="batch-plot", label="panel.batch")
     view = BatchView(verdict, plot)

@@ -15,6 +15,7 @@ from ..labels import Labels
 from ..render import markdown_text, summary_markdown
 from ..session import Session, ensure
 from .panels import StepPanels, step_panels
+from .upload import refusal
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "assets" / "traces" / "example-tiny.jsonl"
 
@@ -62,6 +63,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
                              label="replay.upload")
         example = labels.make(gr.Button, elem_id="replay-example", scale=1, text="btn.example_trace")
     status = gr.Markdown(elem_id="replay-status", elem_classes=["sdl-status"])
+    refusal(upload, lang, status)
     with gr.Row():
         header = gr.Markdown(elem_id="replay-header")
         summary = gr.Markdown(elem_id="replay-summary")
@@ -76,13 +78,17 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
     upload.clear(h["upload"], [lang, state, upload], outputs, api_visibility="private")
     example.click(h["example"], [lang, state], outputs, api_name="replay_example")
     slider.release(h["goto"], [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
+    # a step number typed into the slider's box has no release until the box loses focus: go there as it is
+    # typed (or dragged to); the slider is left alone, or a reply would overwrite the digits still coming
+    slider.input(h["scrub"], [lang, state, slider], [c for c in outputs if c is not slider], preprocess=False,
+                 trigger_mode="always_last", api_visibility="private")
     prev_btn.click(h["prev"], [lang, state], outputs, api_name="replay_prev")
     next_btn.click(h["next"], [lang, state], outputs, api_name="replay_next")
     return view
 
 
 def handlers(view: ReplayView, state: gr.State) -> dict:
-    """upload, example, goto, prev, next."""
+    """upload, example, goto, scrub (goto leaving the slider alone), prev, next."""
     status = view.status
 
     def load(session: Session, path, lang_value: str) -> dict:
@@ -113,6 +119,16 @@ def handlers(view: ReplayView, state: gr.State) -> dict:
         limit = len(session.replay.steps) if session.replay else 1
         return move(session, lang_value, number(step_number, "replay.step", lang_value, 1, limit, integer=True) - 1)
 
+    def on_scrub(lang_value, session, step_number):
+        """As a number is typed (or the slider dragged): go to a step that exists, skip the rest quietly
+        (an emptied box, a first digit past the end); the release when the box loses focus says why."""
+        try:
+            out = on_goto(lang_value, session, step_number)
+        except UserError:
+            return {state: session}  # nothing changes (an empty dict would be read as one output)
+        del out[view.slider]
+        return out
+
     def on_prev(lang_value, session):
         session = ensure(session)
         return move(session, lang_value, session.replay_index - 1)
@@ -121,4 +137,5 @@ def handlers(view: ReplayView, state: gr.State) -> dict:
         session = ensure(session)
         return move(session, lang_value, session.replay_index + 1)
 
-    return {"upload": on_upload, "example": on_example, "goto": on_goto, "prev": on_prev, "next": on_next}
+    return {"upload": on_upload, "example": on_example, "goto": on_goto, "scrub": on_scrub, "prev": on_prev,
+            "next": on_next}
