@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .head import LMHead
 from .tree import DraftTree
 
 
@@ -34,7 +35,7 @@ class TargetView:
     ``probs(row)`` for the rows it visits; a StepRecord reads ``node_probs``.
     """
 
-    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view)
+    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view); bfloat16 from the bf16 route
     temperature: float  # > 0: the law is softmax(logits / temperature); 0: greedy (the law at temperature 1)
     argmax: tuple[int, ...]  # [1 + len(tree)], the target's greedy token after each row
 
@@ -42,13 +43,23 @@ class TargetView:
     def of(cls, logits: torch.Tensor, temperature: float = 0.0) -> TargetView:
         return cls(logits, float(temperature), tuple(logits.argmax(dim=-1).tolist()))
 
+    @classmethod
+    def from_head(cls, head: LMHead, hidden: torch.Tensor, temperature: float) -> TargetView:
+        """The view of a verify's last hidden states ``[n, hidden_size]``. Greedy decoding with a head
+        that has the bf16 route (``core.head``) takes its exact argmax from there, and the bf16
+        logits for the records' target_prob; sampling reads the float32 logits."""
+        if temperature == 0 and head.bf16_argmax:
+            logits, argmax = head.greedy(hidden)
+            return cls(logits, 0.0, argmax)
+        return cls.of(head(hidden), temperature)
+
     @property
     def _scale(self) -> float:
         return self.temperature if self.temperature > 0 else 1.0
 
     def probs(self, row: int) -> torch.Tensor:
         """target_probs after row ``row``: ``[vocab]``, summing to 1."""
-        return torch.softmax(self.logits[row] / self._scale, dim=-1)
+        return torch.softmax(self.logits[row].float() / self._scale, dim=-1)
 
     def node_probs(self, tree: DraftTree) -> list[float]:
         """Per node i, target_probs[parent(i) + 1][token i]: ``exp(z / T - logsumexp(row / T))``, over
@@ -56,8 +67,8 @@ class TargetView:
         if not len(tree):
             return []
         rows = sorted({parent + 1 for parent in tree.parents})
-        log_total = dict(zip(rows, torch.logsumexp(self.logits[rows] / self._scale, dim=-1).tolist()))
-        picked = self.logits[[p + 1 for p in tree.parents], tree.tokens].tolist()
+        log_total = dict(zip(rows, torch.logsumexp(self.logits[rows].float() / self._scale, dim=-1).tolist()))
+        picked = self.logits[[p + 1 for p in tree.parents], tree.tokens].float().tolist()
         return [math.exp(z / self._scale - log_total[p + 1]) for z, p in zip(picked, tree.parents)]
 
 

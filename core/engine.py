@@ -158,7 +158,7 @@ class SpeculativeDecoder:
         (``[1 + len(tree), hidden_size]`` each).
         """
         out = self._forward([root] + tree.tokens, with_root(tree.parents))
-        return self.target_view(LMHead.of(self.target.model)(out.last_hidden)), out.hidden
+        return TargetView.from_head(LMHead.of(self.target.model), out.last_hidden, self.settings.temperature), out.hidden
 
     def target_view(self, logits: torch.Tensor) -> TargetView:
         """Verify logits ``[n, vocab]`` -> what the acceptance rule reads, at this run's temperature."""

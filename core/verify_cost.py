@@ -35,7 +35,7 @@ def verify_probe(model, kv: RequestKV, ids: list[int], head: LMHead | None) -> C
     def probe() -> None:
         out = run_segment(model, kv, ids, chain_parents(len(ids)))
         if head is not None:
-            TargetView.of(head(out.last_hidden))
+            TargetView.from_head(head, out.last_hidden, 0.0)  # what a greedy verify reads
         if model.device.type == "cuda":
             torch.cuda.synchronize(model.device)
         kv.commit([])

@@ -98,3 +98,51 @@ def _path_tokens(nodes, index):
         path.append(nodes[index].token)
         index = nodes[index].parent
     return path[::-1]
+
+
+@torch.inference_mode()
+def test_the_bf16_route_finds_the_float32_argmax_even_between_near_ties():
+    """Rows built so that bf16 cannot tell the winner apart: several tokens whose logits differ from
+    the largest by less than bf16's rounding. The bf16 route must rescore them and agree with the
+    float32 argmax everywhere (without the rescoring it picks the wrong one in most rows)."""
+    generator = torch.Generator().manual_seed(0)
+    vocab, hidden = 40_000, 64
+    weight = torch.randn(vocab, hidden, generator=generator) / hidden**0.5
+    h = torch.randn(24, hidden, generator=generator) * 30
+    for row in range(len(h)):  # near-twins of the best row, a hair above or below it
+        best = int((weight @ h[row]).argmax())
+        for j, eps in enumerate((1e-4, -1e-4, 3e-4, 2e-5)):
+            twin = 1000 + 7 * row + j
+            weight[twin] = weight[best] * (1 + eps) + 1e-5 * torch.randn(hidden, generator=generator)
+    head = LMHead(weight, None, None, 1.0)
+    reference = torch.mm(weight, h.T).T.argmax(-1).tolist()
+    logits, argmax = head.greedy(h)
+    assert list(argmax) == reference
+    naive = logits.argmax(-1).tolist()
+    assert naive != reference  # the bf16 logits alone get some rows wrong: the rescoring is what counts
+    torch.testing.assert_close(logits.float(), torch.mm(weight, h.T).T, rtol=0.02, atol=0.02 * h.norm(dim=1).max().item())
+
+
+def test_the_bf16_route_is_taken_only_where_it_pays(monkeypatch):
+    small = LMHead(torch.zeros(100, 8), None, None, 1.0)
+    monkeypatch.setenv("SDLAB_BF16_HEAD", "auto")
+    assert not small.bf16_argmax  # a small head is cheap in float32
+    monkeypatch.setenv("SDLAB_BF16_HEAD", "1")
+    assert small.bf16_argmax and not LMHead(torch.zeros(100, 8), None, None, -1.0).bf16_argmax
+    monkeypatch.setenv("SDLAB_BF16_HEAD", "0")
+    assert not LMHead(torch.zeros(100_000, 8), None, None, 1.0).bf16_argmax
+
+
+@pytest.mark.parametrize("drafter,k", [("none", 4), ("draft", 4), ("eagle3", 5), ("hybrid", 4)])
+def test_greedy_decoding_through_the_bf16_route_is_the_target_alone(tiny, monkeypatch, drafter, k):
+    """The engine's verify with the bf16 route forced on (``SDLAB_BF16_HEAD=1``) gives token for
+    token what ``model.generate(do_sample=False)`` gives."""
+    target, _ = tiny
+    monkeypatch.setenv("SDLAB_BF16_HEAD", "1")
+    prompt = "床前明月光，"
+    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", drafter, k, max_new_tokens=24))
+    out = [token.token for record in decoder.steps(ids) for token in record.emitted]
+    with torch.inference_mode():
+        reference = target.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24,
+                                           pad_token_id=target.tokenizer.pad_token_id)[0, len(ids):].tolist()
+    assert out == reference[: len(out)] and len(out) == len(reference)
