@@ -53,9 +53,13 @@ class CostCurve:
 def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
     """v(n) through the engine's verify path with the LM head (``core.verify_cost``), after a
     ``VERIFY_CONTEXT``-token prefix, interleaved, medians; a ratio below an earlier one (noise) is
-    raised to it: more query tokens never cost less."""
-    generator = torch.Generator().manual_seed(0)
-    context = torch.randint(0, target.vocab_size, (VERIFY_CONTEXT,), generator=generator).tolist()
+    raised to it: more query tokens never cost less. The context is real text (the held-out
+    prompts, as the bench's latency curve reads them): what a verify costs can depend on what it
+    reads (the bf16 head rescores more tokens where the target is unsure, ``core.head``)."""
+    from .prompts import load_prompts
+    from .sweep import latency_context
+
+    context = latency_context(target, load_prompts(), VERIFY_CONTEXT)
     rows = measure_verify_cost({"target": target}, context, VERIFY_SIZES, repeats, heads=(True,))["rows"]
     ratio, highest = [], 1.0
     for row in rows:

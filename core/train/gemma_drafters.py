@@ -68,7 +68,7 @@ def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
 def record(args, name: str, options: dict, seconds: float, data: DrafterData) -> dict:
     train = asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data.name, "positions": data.tokens.numel()}
     return {
-        "command": "python -m core.train.gemma_drafters " + " ".join(sys.argv[1:]),
+        "command": f"python -m core.train.{Path(sys.argv[0]).stem} " + " ".join(sys.argv[1:]),  # or core.train.scaling
         "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
         "data": {"train": train, "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
         "stored_dtype": "bfloat16",
