@@ -94,7 +94,7 @@ def test_compare_reports_every_drafter_against_the_same_baseline(url):
         if float(row[9].split("×")[0]) > float(row[3]) * 1.05:
             assert "above τ" in row[11] and f"⚠ {row[0]}: speedup" in status
     assert len(json.loads(plot["plot"])["data"]) == 8
-    *_, points = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
+    *_, points, _scaling = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
     worth = {row[0]: row for row in points["data"]}
     for row in rows[1:]:
         assert worth[row[0]][3] == row[5]  # one draft-cost number for one run in both views
@@ -129,8 +129,11 @@ def test_own_models_are_checked(url, changes, message):
 
 def test_worth_it_and_replay_and_language(url):
     c = client(url)
-    status, alpha, k, c_, readout, plot, points = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
+    status, alpha, k, c_, readout, plot, points, scaling = c.predict("en", 0.6, 4, 0.05, api_name="/worth_it")
     assert "2.31" in readout and "1.92×" in readout
+    runs = {(t["name"].split(" · ")[0], t["line"].get("dash")) for t in json.loads(scaling["plot"])["data"]
+            if t.get("showlegend", True)}
+    assert ("eagle3", "solid") in runs and ("eagle", "solid") in runs  # the shipped scaling result, all of the data
     c.predict("en", api_name="/replay_example")
     outputs = c.predict("en", api_name="/replay_next")
     header, sentence = outputs[1], outputs[4]
