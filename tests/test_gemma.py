@@ -39,6 +39,8 @@ DRAFTERS = [
     ("eagle", {"tree": "4x5", "eagle_nodes": 24}),
     ("eagle3", {"k": 5}),
     ("eagle3", {"tree": "4x5", "eagle_nodes": 24}),
+    ("hybrid", {"k": "auto"}),
+    ("hybrid", {"tree": "auto"}),
 ]
 
 
@@ -69,7 +71,8 @@ def baselines(gemma_target):
 def _weights_present(drafter: str) -> bool:
     if drafter in ("none", "ngram"):
         return True
-    return (ASSETS / drafter / "model.safetensors").is_file()
+    weights = {"hybrid": "eagle3"}.get(drafter, drafter)  # hybrid drafts with eagle3's weights
+    return (ASSETS / weights / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("drafter,options", DRAFTERS,
