@@ -7,7 +7,7 @@ import torch
 
 from .controller import GoodputController
 from .cost import cost_curve
-from .drafters import DrafterInputs
+from .drafters import DEFAULT_DRAFTER, DrafterInputs
 from .engine import SpeculativeDecoder
 from .errors import UserError
 from .models import LoadedModel, load_model, resolve_preset
@@ -76,7 +76,7 @@ def target_greedy(target: LoadedModel, prompt_ids: list[int], max_new_tokens: in
     return out[0, len(prompt_ids) :].tolist()
 
 
-def generate(prompt: str, preset: str = "tiny", drafter: str = "draft", k: int = 4, tree=None, *,
+def generate(prompt: str, preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, k: int = 4, tree=None, *,
              check: bool = False, trace: str | Path | None = None, **options) -> RunResult:
     """Decode ``prompt`` speculatively; ``result.to_dict()`` is the CLI's ``--json`` object.
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Iterator
 
+from .drafters import DEFAULT_DRAFTER
 from .engine import Ending, SpeculativeDecoder
 from .errors import UserError
 from .forward import chain_parents, head_rows, run_batch_body
@@ -235,7 +236,7 @@ class BatchDecoder:
         return [(rows, [out.hidden[j] for j in mine]) for rows, out, mine in zip(logits, outs, layers)]
 
 
-def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = "draft", max_batch: int | None = None,
+def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, max_batch: int | None = None,
                 **options) -> BatchDecoder:
     """A batch of ``prompts`` decoded with one drafter kind (one drafter object per request).
 

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from .api import build_decoder, greedy_generate_kwargs
-from .drafters import BASELINE, DraftModelDrafter
+from .drafters import BASELINE, SWEEP_DEFAULT, DraftModelDrafter
 from .errors import UserError
 from .models import load_model, pick_device, resolve_preset
 from .prompts import HELDOUT_PROMPTS, load_prompts
@@ -38,7 +38,7 @@ from .verify_cost import VERIFY_CONTEXT, VERIFY_REPEATS, measure_verify_cost, ve
 @dataclass(frozen=True)
 class BenchConfig:
     preset: str = "tiny"
-    drafters: tuple[str, ...] = (BASELINE, "draft", "ngram")
+    drafters: tuple[str, ...] = (BASELINE, *SWEEP_DEFAULT)
     prompts_file: str = str(HELDOUT_PROMPTS)
     max_new_tokens: int = 64
     repeats: int = 3

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .drafters import MAX_TREE_NODES, Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
+from .drafters import DEFAULT_DRAFTER, MAX_TREE_NODES, Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
 from .engine import DecodeSettings
 from .errors import UserError
 
@@ -59,7 +59,7 @@ class DecodeRequest(BaseModel):
     target: ModelRef | None = Field(None, description="target model folder or hub id (overrides the preset's)")
     draft: ModelRef | None = Field(None, description="draft model folder or hub id, for drafters that read one "
                                                      "(overrides the preset's)")
-    drafter: str = Field("draft", description="a drafter name (core.drafters)")
+    drafter: str = Field(DEFAULT_DRAFTER, description="a drafter name (core.drafters)")
     options: DrafterOptions = Field(default_factory=DrafterOptions)  # the drafter's own ``Options``
     shape: DraftShape = DraftShape(1, 4)
     max_new_tokens: Int = Field(64, ge=1, le=MAX_NEW_TOKENS, description="how many new tokens to decode")
@@ -83,7 +83,7 @@ class DecodeRequest(BaseModel):
 
     # ---- construction from flat options ---------------------------------------------------------
     @classmethod
-    def of(cls, prompt: str, preset: str = "tiny", drafter: str = "draft", k: int | str = 4, tree=None,
+    def of(cls, prompt: str, preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, k: int | str = 4, tree=None,
            auto: bool = False, **flat: Any) -> "DecodeRequest":
         """From flat keyword options: request fields (``max_new_tokens``, ``temperature``, ...), the
         shape as ``k`` / ``tree`` ("WxD" or (W, D); ``k="auto"`` or ``tree="auto"`` for the goodput

@@ -11,12 +11,13 @@ from __future__ import annotations
 import sys
 import time
 
+from .drafters.eagle import Eagle3Drafter
 from .errors import UserError
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--drafter", default="eagle3", help="drafter of every run (default eagle3)")
+    parser.add_argument("--drafter", default=Eagle3Drafter.name, help=f"drafter of every run (default {Eagle3Drafter.name})")
     parser.add_argument("--k", type=int, default=4, help="draft chain length / tree depth (default 4)")
     parser.add_argument("--tree", help="WIDTHxDEPTH tree instead of a chain")
     parser.add_argument("--max-new-tokens", type=int, default=64)

@@ -21,6 +21,8 @@ DRAFTERS: dict[str, type[Drafter]] = {
 }
 BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedups are measured against
 
+DEFAULT_DRAFTER = DraftModelDrafter.name  # what a request drafts with when it names no drafter
+
 # What the app offers first: every drafter side by side in Compare; the Batch size sweep starts with
 # the two that need no learned features, and offers the goodput controller on three of them.
 COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
@@ -66,5 +68,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "COMPARE_DEFAULT", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+__all__ = ["BASELINE", "COMPARE_DEFAULT", "DEFAULT_DRAFTER", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
            "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]
