@@ -1,4 +1,4 @@
-"""Take the README screenshots from the real app on the tiny preset: one PNG per view.
+"""Take the README screenshots from the real app (``--preset``, tiny by default): one PNG per view.
 
     python tests/screenshots.py [--out docs/screenshots]
 
@@ -61,7 +61,10 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         step(page, 6)
         shot("step-by-step")
 
-        run_compare(page, None, "4, 2x3", max_new_tokens=48)
+        if preset == "tiny":
+            run_compare(page, None, "4, 2x3", max_new_tokens=48)
+        else:  # a large model: the drafters that pay, and the controller's shape, in minutes not hours
+            run_compare(page, ["ngram", "eagle3", "hybrid"], "4, auto", max_new_tokens=32, timeout_ms=900_000)
         shot("compare")
 
         open_tab(page, "classroom")
