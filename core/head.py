@@ -7,7 +7,7 @@ prefill.
 
 The head of a small model with a large vocabulary is most of a verify: Gemma 3 270M's 262,144 x
 640 float32 head is 671 MB to read. For one row that read is the whole cost; for several rows a
-float32 product on a CPU costs 2-3 times as much (measured on 2 idle Sapphire Rapids cores: 24 ms
+float32 product on a CPU costs 2-3 times as much (measured on 2 idle cores of a Xeon with AMX: 24 ms
 at 1 row, 64 ms at 2-25 rows with ``torch.mm(W, h.T)``). Greedy decoding needs only each row's
 argmax, and on a CPU with bfloat16 matrix units (AMX / AVX-512 BF16) a bf16 product costs the
 same 22-25 ms for 1 to 25 rows. :meth:`LMHead.greedy` takes the argmax **exactly** from it: every
@@ -106,7 +106,8 @@ class LMHead:
         so a token whose bf16 logit is more than 2B below the row's largest cannot be its argmax;
         the rest (a median of 4 tokens a row on Gemma) are recomputed in float32. Bias,
         soft-capping and a positive scale keep the order of the logits, so the argmax is taken on
-        the raw product (plus the bias, when there is one).
+        the raw product (plus the bias, when there is one); only logits so large that tanh rounds
+        them to the same float32 value (past ~9 soft-caps) could tie after capping and not before.
         """
         weight_bf16, largest_norm = _bf16_copy(self.weight)
         h = hidden.float()
