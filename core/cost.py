@@ -50,6 +50,9 @@ class CostCurve:
         return self.forward_s * self.v(n)
 
 
+COST_VERSION = 2  # 2: measured on real text (the bf16 head route's cost depends on it)
+
+
 def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
     """v(n) through the engine's verify path with the LM head (``core.verify_cost``), after a
     ``VERIFY_CONTEXT``-token prefix, interleaved, medians; a ratio below an earlier one (noise) is
@@ -70,7 +73,7 @@ def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
 
 
 def cache_path(target: LoadedModel) -> Path:
-    key = json.dumps({"model": target_fingerprint(target.model), "device": str(target.device),
+    key = json.dumps({"version": COST_VERSION, "model": target_fingerprint(target.model), "device": str(target.device),
                       "threads": torch.get_num_threads(), "cpu": _cpu_name()}, sort_keys=True)
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speculative-decoding-lab" / "cost"
     return root / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"

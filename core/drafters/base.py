@@ -145,7 +145,7 @@ class Drafter:
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
     # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
     drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
-    color = "#777777"  # its line and outline in every figure
+    color = "#777777"  # its line and outline in every figure (the drafters': Tableau 10, one hue each)
     alias_colors: dict[str, str] = {}  # a colour per alias, where aliases sit side by side
 
     def __init__(self, shape: DraftShape | None = None):

@@ -54,8 +54,8 @@ class DraftModelDrafter(Drafter):
     name = "draft"
     Options = DraftOptions
     aliases = {"draft-xs": {"draft_size": "xs"}, "draft": {}, "draft-l": {"draft_size": "l"}}
-    color = "#2b6cb0"
-    alias_colors = {"draft-xs": "#63b3ed", "draft-l": "#1a365d"}
+    color = "#4e79a7"
+    alias_colors = {"draft-xs": "#9cc3e6", "draft-l": "#1f3f66"}
     uses_draft_model = True
 
     @classmethod

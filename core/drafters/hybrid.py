@@ -29,7 +29,7 @@ class HybridOptions(EagleOptions):
 
 class HybridDrafter(Wrapper):
     name = "hybrid"
-    color = "#b83280"
+    color = "#9c755f"
     Options = HybridOptions
     drafts_full_tree = False
     auto_tree = Eagle3Drafter.auto_tree
