@@ -92,10 +92,19 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"command": "python -m core.train.scaling " + " ".join(sys.argv[1:]),
                                         "depth": DEPTH, "runs": results}, indent=1) + "\n", encoding="utf-8")
-    for r in results:
-        print(f"{r['drafter']:7s} {r['fraction']:5.0%} {r['positions']:>9,} tau {r['tau']:.2f} "
-              f"per depth {r['per_position']}")
+    print(markdown_table(results))
     return 0
+
+
+def markdown_table(runs: list[dict]) -> str:
+    """The runs as the table of docs/gemma.md: one row per drafter and share of the data."""
+    lines = ["| drafter | data | positions | train s | τ | " + " | ".join(f"depth {d}" for d in range(1, DEPTH + 1))
+             + " |", "|---" * (5 + DEPTH) + "|"]
+    for r in sorted(runs, key=lambda r: (r["drafter"], r["fraction"])):
+        depths = " | ".join(f"{p:.3f}" for p in r["per_position"])
+        lines.append(f"| {r['drafter']} | {r['fraction']:.0%} | {r['positions']:,} | {r['train_seconds']:.0f} | "
+                     f"{r['tau']:.2f} | {depths} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
