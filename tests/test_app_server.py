@@ -4,7 +4,6 @@ busy at once, a client that goes away stops its run, every endpoint answers a ba
 message, replayed traces stay within a time and size budget, and the model cache is bounded."""
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from app_server import TINY_MISSING, TINY_READY, running_app
-from trace_cases import EXAMPLE_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, write_lines
+from trace_cases import RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, write_blow_up_traces
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
@@ -140,21 +139,9 @@ def test_an_unreachable_hub_fails_fast(url):
     assert seconds < START_BUDGET_S and "not in the local hub cache and the hub" in status
 
 
-def _blow_up_traces(folder):
-    """The two traces of the hardening pass: 3 KB with a node 1,000,000 deep; 8 MB with a 2000 x 4096 grid."""
-    lines = read_lines(EXAMPLE_TRACE)
-    deep = copy.deepcopy(lines[:2] + lines[-1:])
-    deep[1]["nodes"][-1]["depth"] = 1_000_000
-    deep[2].update(new_tokens=1, tokens=deep[2]["tokens"][:1], target_forwards=1)
-    wide = copy.deepcopy(deep)
-    wide[1]["nodes"][-1]["depth"] = 4
-    wide[1]["kv"]["slot_grid"] = {str(b): "L" * 4096 for b in range(2000)}
-    return write_lines(folder / "deep.jsonl", deep), write_lines(folder / "wide.jsonl", wide)
-
-
 def test_replaying_the_blow_up_traces_stays_within_budget(url, tmp_path):
     c = client(url)
-    for path in _blow_up_traces(tmp_path):
+    for path in write_blow_up_traces(tmp_path):
         start = time.monotonic()
         outputs = c.predict("en", gradio_client.handle_file(str(path)), api_name="/replay_upload")
         seconds, size = time.monotonic() - start, len(json.dumps(outputs))

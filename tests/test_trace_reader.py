@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import time
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from core import UserError, read_trace
 from core import records, trace_schema
 from trace_cases import EXAMPLE_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay, \
-    write_lines, write_real_traces
+    write_blow_up_traces, write_lines, write_real_traces
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -132,15 +131,8 @@ def test_the_size_limit_is_the_documented_20_mb(tmp_path):
 
 def test_the_blow_up_traces_are_refused_quickly(tmp_path):
     """A 3 KB trace with a node 1,000,000 levels deep, and an 8 MB one with a 2000 x 4096 slot grid."""
-    lines = read_lines(EXAMPLE_TRACE)
-    deep = copy.deepcopy(lines[:2] + lines[-1:])
-    deep[1]["nodes"][-1]["depth"] = 1_000_000
-    deep[2].update(new_tokens=1, tokens=deep[2]["tokens"][:1], target_forwards=1)
-    wide = copy.deepcopy(deep)
-    wide[1]["nodes"][-1]["depth"] = 4
-    wide[1]["kv"]["slot_grid"] = {str(b): "L" * 4096 for b in range(2000)}
-    for name, records_, message in [("deep", deep, "field nodes.3.depth"), ("wide", wide, "field kv.slot_grid")]:
-        path = write_lines(tmp_path / f"{name}.jsonl", records_)
+    for path, message in zip(write_blow_up_traces(tmp_path), ("field nodes.3.depth", "field kv.slot_grid")):
+        name = path.stem
         start = time.perf_counter()
         with pytest.raises(UserError, match=message):
             read_trace(path)

@@ -2,6 +2,7 @@
 replay renderer that measures what the Replay view would send."""
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass
@@ -46,6 +47,19 @@ def read_lines(path: Path) -> list[dict]:
 def write_lines(path: Path, records: list) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def write_blow_up_traces(folder: Path) -> tuple[Path, Path]:
+    """The two traces of the hardening pass, from the shipped example: ``deep.jsonl`` (3 KB, a node
+    1,000,000 levels deep) and ``wide.jsonl`` (8 MB, a 2000 x 4096 slot grid)."""
+    lines = read_lines(EXAMPLE_TRACE)
+    deep = copy.deepcopy(lines[:2] + lines[-1:])
+    deep[1]["nodes"][-1]["depth"] = 1_000_000
+    deep[2].update(new_tokens=1, tokens=deep[2]["tokens"][:1], target_forwards=1)
+    wide = copy.deepcopy(deep)
+    wide[1]["nodes"][-1]["depth"] = 4
+    wide[1]["kv"]["slot_grid"] = {str(b): "L" * 4096 for b in range(2000)}
+    return write_lines(folder / "deep.jsonl", deep), write_lines(folder / "wide.jsonl", wide)
 
 
 @dataclass
