@@ -17,6 +17,7 @@ recomputed in float32, and the largest of those is the float32 argmax.
 """
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from dataclasses import dataclass
@@ -40,7 +41,13 @@ def bf16_argmax_enabled(weight: torch.Tensor) -> bool:
         return False
     if switch == "1":
         return True
-    return weight.shape[0] >= MIN_BF16_VOCAB and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return weight.shape[0] >= MIN_BF16_VOCAB and _cpu_has_bf16_units()
+
+
+@functools.cache
+def _cpu_has_bf16_units() -> bool:
+    """Asked once per process, not once per verify."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def _bf16_copy(weight: torch.Tensor) -> tuple[torch.Tensor, float]:
