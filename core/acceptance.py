@@ -48,10 +48,20 @@ class TargetView:
         """The view of a verify's last hidden states ``[n, hidden_size]``. Greedy decoding with a head
         that has the bf16 route (``core.head``) takes its exact argmax from there, and the bf16
         logits for the records' target_prob; sampling reads the float32 logits."""
-        if temperature == 0 and head.bf16_argmax:
-            logits, argmax = head.greedy(hidden)
-            return cls(logits, 0.0, argmax)
-        return cls.of(head(hidden), temperature)
+        return cls.split_from_head(head, [hidden], [temperature])[0]
+
+    @classmethod
+    def split_from_head(cls, head: LMHead, hidden: list[torch.Tensor], temperatures: list[float]) -> list[TargetView]:
+        """One view per request of a batched verify, from ONE head product over all their rows (the
+        bf16 route when every request decodes greedily)."""
+        sizes = [h.shape[0] for h in hidden]
+        rows = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
+        if not any(temperatures) and head.bf16_argmax:
+            logits, argmax = head.greedy(rows)
+            starts = [sum(sizes[:i]) for i in range(len(sizes))]
+            return [cls(part, 0.0, argmax[start:start + size])
+                    for part, start, size in zip(logits.split(sizes), starts, sizes)]
+        return [cls.of(part, t) for part, t in zip(head(rows).split(sizes), temperatures)]
 
     @property
     def _scale(self) -> float:

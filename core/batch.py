@@ -27,7 +27,8 @@ from typing import Iterator
 from .drafters import DEFAULT_DRAFTER
 from .engine import Ending, SpeculativeDecoder
 from .errors import UserError
-from .forward import chain_parents, head_rows, run_batch_body
+from .acceptance import TargetView
+from .forward import chain_parents, run_batch_body
 from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache
 from .records import KVStepRecord, RunResult, StepRecord
@@ -221,19 +222,21 @@ class BatchDecoder:
                              head=True)
         verify_s = perf_counter() - t0
         records = {}
-        for i, (logits, hidden) in zip(running, outs):
-            decoder = self.decoders[i]
-            records[i] = decoder.finish_step(proposals[i], decoder.target_view(logits), hidden, verify_s)
+        for i, (view, hidden) in zip(running, outs):
+            records[i] = self.decoders[i].finish_step(proposals[i], view, hidden, verify_s)
         return records, verify_s, max(len(row) for row in inputs)
 
     def _forward(self, forward: PagedForward, which: list[int], input_ids, parents, head: bool = False):
-        """One target forward for requests ``which``: per request its logits (with ``head``: the LM head
-        over every request's rows in one product; else None) and the hidden layers its drafter asked for."""
+        """One target forward for requests ``which``: per request its TargetView (with ``head``: the LM
+        head over every request's rows in one product; else None) and the hidden layers its drafter
+        asked for."""
         kvs = [self.decoders[i].kv for i in which]
         outs = run_batch_body(self.target.model, forward, kvs, input_ids, parents, self.hidden_layers)
-        logits = head_rows(LMHead.of(self.target.model), [o.last_hidden for o in outs]) if head else [None] * len(outs)
+        views = (TargetView.split_from_head(LMHead.of(self.target.model), [o.last_hidden for o in outs],
+                                            [self.decoders[i].settings.temperature for i in which])
+                 if head else [None] * len(outs))
         layers = [[self.hidden_layers.index(layer) for layer in self.decoders[i].drafter.hidden_layers] for i in which]
-        return [(rows, [out.hidden[j] for j in mine]) for rows, out, mine in zip(logits, outs, layers)]
+        return [(view, [out.hidden[j] for j in mine]) for view, out, mine in zip(views, outs, layers)]
 
 
 def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, max_batch: int | None = None,

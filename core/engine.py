@@ -160,10 +160,6 @@ class SpeculativeDecoder:
         out = self._forward([root] + tree.tokens, with_root(tree.parents))
         return TargetView.from_head(LMHead.of(self.target.model), out.last_hidden, self.settings.temperature), out.hidden
 
-    def target_view(self, logits: torch.Tensor) -> TargetView:
-        """Verify logits ``[n, vocab]`` -> what the acceptance rule reads, at this run's temperature."""
-        return TargetView.of(logits, self.settings.temperature)
-
     def accept(self, tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:
             return speculative_accept(tree, target, generator)

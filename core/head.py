@@ -18,6 +18,7 @@ recomputed in float32, and the largest of those is the float32 argmax.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import weakref
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 BF16_ROUNDOFF = 2.0**-8  # unit roundoff of bfloat16 (8 significant bits)
 FLOAT32_ROUNDOFF = 2.0**-24
 MIN_BF16_VOCAB = 32_768  # smaller heads are cheap in float32: no second copy for them
+BLOCK = 256  # logits a block when looking for the ones near a row's largest
 MAX_RESCORED = 4_096  # more candidates a row than this on average: the float32 head instead
 _BF16_COPIES: dict[int, tuple[weakref.ref, torch.Tensor, float]] = {}  # id(weight) -> (weight, bf16, largest norm)
 
@@ -63,6 +65,31 @@ def _bf16_copy(weight: torch.Tensor) -> tuple[torch.Tensor, float]:
     return entry[1], entry[2]
 
 
+def _slack(h: torch.Tensor, largest_norm: float) -> torch.Tensor:
+    """S per row: the bf16 error bound of :meth:`LMHead.greedy` before the result's own rounding."""
+    per_unit = 2 * BF16_ROUNDOFF + BF16_ROUNDOFF**2 + 2 * h.shape[1] * FLOAT32_ROUNDOFF
+    return per_unit * largest_norm * h.norm(dim=1)
+
+
+def _near_the_top(raw: torch.Tensor, slack: torch.Tensor, r: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, ids) of every logit ``z >= z_max - (2S + 2r|z_max|) / (1 - r)`` of its row. Reads each ``BLOCK`` of a row once for its largest value, then only
+    the blocks that reach the threshold."""
+    n, vocab = raw.shape
+    whole = vocab - vocab % BLOCK
+    blocks = raw[:, :whole].view(n, -1, BLOCK).amax(dim=2).float()  # [n, vocab // BLOCK]
+    tail = raw[:, whole:].float()
+    top = torch.cat([blocks, tail], dim=1).amax(dim=1)
+    threshold = top - (2 * slack + 2 * r * top.abs()) / (1 - r)
+    block_rows, block_ids = (blocks >= threshold[:, None]).nonzero(as_tuple=True)
+    inside = raw[:, :whole].view(n, -1, BLOCK)[block_rows, block_ids].float() >= threshold[block_rows, None]
+    which, offset = inside.nonzero(as_tuple=True)
+    rows, ids = block_rows[which], block_ids[which] * BLOCK + offset
+    tail_rows, tail_ids = (tail >= threshold[:, None]).nonzero(as_tuple=True)
+    if len(tail_ids):
+        rows, ids = torch.cat([rows, tail_rows]), torch.cat([ids, tail_ids + whole])
+    return rows, ids
+
+
 @dataclass(frozen=True)
 class LMHead:
     """``logits = scale * softcap(hidden @ weight.T + bias)``, the way the model's own forward computes them."""
@@ -87,8 +114,9 @@ class LMHead:
 
     @property
     def bf16_argmax(self) -> bool:
-        """Whether :meth:`greedy` is the faster way to the argmax here (a positive scale keeps the order)."""
-        return self.scale > 0 and bf16_argmax_enabled(self.weight)
+        """Whether :meth:`greedy` is the faster way to the argmax here (a positive scale keeps the
+        order; heads with a bias -- none of the common ones -- take the float32 product)."""
+        return self.bias is None and self.scale > 0 and bf16_argmax_enabled(self.weight)
 
     def _finish(self, logits: torch.Tensor) -> torch.Tensor:
         if self.bias is not None:
@@ -107,35 +135,30 @@ class LMHead:
 
         With u the bf16 roundoff, rounding w and h to bf16 moves each product w_i h_i by at most
         (2u + u^2)|w_i h_i|; the float32 sums (this one and the float32 reference) add at most
-        K 2^-24 sum|w_i h_i| each; rounding the result to bf16 adds at most u/(1-u) |z_bf16|. With
-        sum|w_i h_i| <= |w| |h| (Cauchy-Schwarz), every bf16 logit of a row is within
-        ``B = (2u + u^2 + 2 K 2^-24) max_j|w_j| |h| + u/(1-u) max_j|z_bf16_j|`` of the float32 one,
-        so a token whose bf16 logit is more than 2B below the row's largest cannot be its argmax;
-        the rest (a median of 4 tokens a row on Gemma) are recomputed in float32. Bias,
-        soft-capping and a positive scale keep the order of the logits, so the argmax is taken on
-        the raw product (plus the bias, when there is one); only logits so large that tanh rounds
-        them to the same float32 value (past ~9 soft-caps) could tie after capping and not before.
+        K 2^-24 sum|w_i h_i| each; rounding the result to bf16 adds at most r |z_j| with r = u/(1-u)
+        and z_j the bf16 logit. With sum|w_i h_i| <= |w| |h| (Cauchy-Schwarz), each bf16 logit is
+        within ``S + r |z_j|`` of the float32 one, ``S = (2u + u^2 + 2 K 2^-24) max_j|w_j| |h|``.
+        If token j is the float32 argmax and b the bf16 one, ``D = z_b - z_j`` satisfies
+        ``D <= 2S + r(|z_j| + |z_b|) <= 2S + r(2|z_b| + D)``, so ``D <= (2S + 2r|z_b|) / (1 - r)``:
+        only tokens that close to the row's largest bf16 logit (a median of 4 a row on Gemma) are
+        recomputed in float32, and the largest of those is the float32 argmax. They are found a
+        block at a time: a block of ``BLOCK`` logits is read only when its largest is close enough.
+        Soft-capping and a positive scale keep the order of the logits, so the argmax is taken on
+        the raw product; only logits so large that tanh rounds them to the same float32 value (past
+        ~9 soft-caps) could tie after capping and not before.
         """
         weight_bf16, largest_norm = _bf16_copy(self.weight)
         h = hidden.float()
         raw = F.linear(h.to(torch.bfloat16), weight_bf16)  # [n, vocab] bfloat16
-        scores = raw if self.bias is None else raw.float() + self.bias
-        low, high = torch.aminmax(raw, dim=1)
-        slack = (2 * BF16_ROUNDOFF + BF16_ROUNDOFF**2 + 2 * h.shape[1] * FLOAT32_ROUNDOFF) * largest_norm
-        bound = slack * h.norm(dim=1) + BF16_ROUNDOFF / (1 - BF16_ROUNDOFF) * torch.maximum(low.abs(), high.abs()).float()
-        best = scores.max(dim=1).values.float()
-        rows, ids = (scores >= (best - 2 * bound)[:, None]).nonzero(as_tuple=True)
+        rows, ids = _near_the_top(raw, _slack(h, largest_norm), BF16_ROUNDOFF / (1 - BF16_ROUNDOFF))
         if len(ids) > MAX_RESCORED * len(h):  # flat rows (never seen on Gemma): float32 throughout
             return self._finish(raw), tuple(self(hidden).argmax(dim=-1).tolist())
         exact = (self.weight[ids] * h[rows]).sum(dim=1)
-        if self.bias is not None:
-            exact = exact + self.bias[ids]
-        argmax = []
-        for row in range(len(h)):
-            mine = (rows == row).nonzero().flatten()
-            argmax.append(int(ids[mine[exact[mine].argmax()]]))  # ids ascend within a row: ties go to the first
-        finished = raw if self.bias is None and self.softcap is None and self.scale == 1.0 else self._finish(raw)
-        return finished, tuple(argmax)
+        best = torch.full((len(h),), -math.inf).scatter_reduce(0, rows, exact, "amax")
+        first = torch.where(exact == best[rows], ids, self.vocab_size)  # ties go to the lowest id
+        argmax = torch.full((len(h),), self.vocab_size).scatter_reduce(0, rows, first, "amin")
+        finished = raw if self.softcap is None and self.scale == 1.0 else self._finish(raw)
+        return finished, tuple(argmax.tolist())
 
     @torch.inference_mode()
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:

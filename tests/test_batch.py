@@ -11,6 +11,7 @@ from core.batch import BatchDecoder, build_batch, run_batch
 from core.drafters.draft_model import DraftModelDrafter
 from core.errors import UserError
 from core.forward import chain_parents, forward_batch, forward_segment
+from core.head import LMHead
 from core.kv_cache import PagedForward, PagedKVCache
 from core.tree import with_root
 from tests.prompts import LOSSLESS_PROMPTS
@@ -50,6 +51,17 @@ def test_prompts_are_ragged(tiny):
 def test_greedy_batch_is_the_target_alone(drafter, shape, batch_size, expected):
     prompts = PROMPTS[:batch_size]
     check_lossless(build_batch(prompts, "tiny", drafter, max_new_tokens=MAX_NEW, **shape), prompts, expected)
+
+
+def test_a_greedy_batch_through_the_bf16_head_is_the_target_alone(expected, monkeypatch):
+    """The batched verify takes each row's exact argmax from one bf16 product over every request's
+    rows (``SDLAB_BF16_HEAD=1`` forces the route on tiny's small head)."""
+    monkeypatch.setenv("SDLAB_BF16_HEAD", "1")
+    rows, greedy = [], LMHead.greedy
+    monkeypatch.setattr(LMHead, "greedy", lambda self, hidden: rows.append(len(hidden)) or greedy(self, hidden))
+    prompts = PROMPTS[:4]
+    check_lossless(build_batch(prompts, "tiny", "draft", max_new_tokens=MAX_NEW, tree="2x3"), prompts, expected)
+    assert rows and rows[0] == 4 * (1 + 2 + 4 + 8)  # the first verify: 4 requests x (root + full 2x3 tree), one product
 
 
 @pytest.mark.parametrize("drafter,shape", [("draft", {"tree": "2x3"}), ("medusa", {"k": 4}),
