@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from . import gemma
 from .errors import UserError
+from .kernels import pack_linears
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -194,6 +195,8 @@ def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> Loa
                           "download it where there is a network, or pass a local model folder")
         raise UserError(f"could not load model {path!r}: {first_line}") from None
     model.to(torch_device).eval()
+    if torch_device.type == "cpu":
+        pack_linears(model)  # faster multi-row verifies (core.kernels); small models are left alone
     config = model.config.get_text_config()
     context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
     window = sliding_window(config)

@@ -1,0 +1,62 @@
+"""The packed Linear path of a float32 body (``core.kernels``): the same logits as ``F.linear`` to
+float32 rounding, taken only from ``PACK_FROM_ROWS`` rows on, and greedy decoding through it is
+still the target alone."""
+import copy
+
+import pytest
+import torch
+
+from core import DecodeRequest, build_decoder
+from core.kernels import PACK_FROM_ROWS, pack_linears
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _linears(model):
+    return [m for m in model.get_decoder().modules() if isinstance(m, torch.nn.Linear)]
+
+
+def _unpack(model) -> None:
+    for module in _linears(model):
+        module.__dict__.pop("forward", None)
+        module.__dict__.pop("packed_weight", None)
+
+
+@torch.inference_mode()
+def test_packed_linears_give_the_plain_logits(random_llama, monkeypatch):
+    monkeypatch.setenv("SDLAB_PACKED_LINEAR", "1")
+    packed = copy.deepcopy(random_llama)
+    assert pack_linears(packed) == len(_linears(packed)) == 2 * 7  # q k v o gate up down per layer
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape) or real(*a))
+    for rows in (1, PACK_FROM_ROWS - 1, PACK_FROM_ROWS, 17):
+        ids = torch.arange(3, 3 + rows)[None]
+        expected = random_llama(ids).logits
+        calls.clear()
+        torch.testing.assert_close(packed(ids).logits, expected, atol=1e-5, rtol=1e-5)
+        assert len(calls) == (14 if rows >= PACK_FROM_ROWS else 0)
+
+
+def test_small_models_and_the_switch_leave_the_body_alone(random_llama, monkeypatch):
+    model = copy.deepcopy(random_llama)
+    monkeypatch.setenv("SDLAB_PACKED_LINEAR", "auto")
+    assert pack_linears(model) == 0  # 2 small layers: a second copy would not pay
+    monkeypatch.setenv("SDLAB_PACKED_LINEAR", "0")
+    assert pack_linears(model) == 0 and not hasattr(_linears(model)[0], "packed_weight")
+
+
+@pytest.mark.parametrize("drafter,k", [("draft", 4), ("eagle3", 5)])
+def test_greedy_decoding_through_packed_linears_is_the_target_alone(tiny, monkeypatch, drafter, k):
+    target, _ = tiny
+    monkeypatch.setenv("SDLAB_PACKED_LINEAR", "1")
+    assert pack_linears(target.model) > 0
+    try:
+        decoder, ids = build_decoder(DecodeRequest.of("床前明月光，疑是地上霜。", "tiny", drafter, k, max_new_tokens=24))
+        out = [token.token for record in decoder.steps(ids) for token in record.emitted]
+        with torch.inference_mode():
+            reference = target.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24,
+                                               pad_token_id=target.tokenizer.pad_token_id)[0, len(ids):].tolist()
+        assert out == reference
+    finally:
+        _unpack(target.model)
