@@ -96,8 +96,13 @@ def decision_line(record: StepRecord, lang: str) -> str:
     """Why the goodput controller verified as much as it did this step (``--k auto``)."""
     d = record.decision
     realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
-    return t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
-             gain=d.expected_gain, realised=realised)
+    if d.probe:
+        return t("why.probe", lang, realised=realised)
+    why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
+            gain=d.expected_gain, realised=realised)
+    if d.depth:  # traces written before the depth was recorded have None
+        return t("why.depth", lang, depth=d.depth) + " " + why
+    return why
 
 
 def _fmt(value, spec: str) -> str:

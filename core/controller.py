@@ -1,33 +1,43 @@
-"""The goodput controller (``--k auto`` / ``--tree auto``): before each verify, decide how much of
-the draft to send -- all of it, a part, or nothing -- to maximise expected tokens per second.
+"""The goodput controller (``--k auto`` / ``--tree auto``): before each step, decide how deep to
+draft -- possibly not at all -- and then how much of the draft to verify, to maximise expected
+tokens per second.
 
 It wraps any drafter. Each step:
 
-1. **whether to draft at all** -- drafting costs time before anything is known. When the steps
-   that drafted have yielded fewer tokens per second than plain decoding is expected to
-   (``1 / forward(1)``), the controller stops drafting and probes again after 1, 2, 4, ... 16
-   plain steps. A drafter that costs (almost) nothing (n-gram lookup) is always asked.
-2. **how much to verify** -- the drafter proposes its largest tree. Each node gets an acceptance
-   chance ``a(q)`` from its draft confidence q, calibrated on this run: the share of reached
-   nodes with a similar q that the target accepted (a Beta prior centred on q itself, so an
-   uncalibrated drafter starts by being believed). A node's chance to be kept is the product of
-   ``a`` along its path, and ``1 + sum`` over the chosen nodes is the expected tokens of the step.
-   Nodes are taken best-first (a node only after its parent and its earlier siblings, so the
-   sampling rule's sibling order stays intact) and the prefix with the most expected tokens per
-   second of verify, ``(1 + E) / (forward(1) * v(n + 1))`` with v from ``core.cost``, is kept --
-   possibly none: then the step is a plain decode. When the draft's tokens were sampled
-   (temperature > 0, a draft model), a node is judged by its depth's acceptance so far instead of
-   its own q: dropping a node because of its own draw would bias the output.
+1. **how deep to draft** -- drafting costs time before anything is known (a draft model pays one
+   forward per level). From this run's acceptance by depth (the share of steps that reached a
+   depth and kept its token; a Beta prior of one half) the controller computes, for every depth
+   d, the expected tokens of the step against its measured cost -- d levels of drafting plus the
+   verify of the draft's nodes, v(n) from ``core.cost`` -- and asks the drafter for the depth with
+   the most tokens per second, or for nothing when no depth beats plain decoding. While drafting
+   does not pay it probes with one level: at the first step of a run, again at once after a probe
+   whose token was kept, else after 1, 2, 4, ... 32 plain steps, or more where a probe is dear. A
+   drafter that costs (almost) nothing (n-gram lookup) is always asked for its full depth.
+2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
+   confidence q, calibrated on this run: the share of reached nodes with a similar q that the
+   target accepted (a Beta prior centred on q itself, so an uncalibrated drafter starts by being
+   believed). A node's chance to be kept is the product of ``a`` along its path, and ``1 + sum``
+   over the chosen nodes is the expected tokens of the step. Nodes are taken best-first (a node
+   only after its parent and its earlier siblings, so the sampling rule's sibling order stays
+   intact) and the prefix with the most expected tokens per second of verify,
+   ``(1 + E) / (forward(1) * v(n + 1))``, is kept -- possibly none: then the step is a plain
+   decode. When the draft's tokens were sampled (temperature > 0, a draft model), a node is
+   judged by its depth's acceptance so far instead of its own q: dropping a node because of its
+   own draw would bias the output.
 
-Verify time is the cost curve scaled by what this run's verifies actually took. The decision of
-every step (nodes offered and chosen, expected tokens and gain, the reason) goes into its
-StepRecord (``DecisionRecord``); the realised gain is filled in from the step's real timings.
-Lossless: pruning a draft never changes what the target would accept from what remains.
+Both decisions read only what happened before this step's draft (or, for 2., draft confidences
+that do not depend on a sampled token), so the verify stays exact. Verify time is the cost curve
+scaled by what this run's verifies actually took. The decision of every step (depth asked, nodes
+offered and chosen, expected tokens and gain, the reason) goes into its StepRecord
+(``DecisionRecord``); the realised gain is filled in from the step's real timings.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from time import perf_counter
+
+import numpy as np
 
 from .cost import CostCurve
 from .drafters.base import Drafter, ProposeContext, Wrapper
@@ -35,9 +45,13 @@ from .records import DecisionRecord
 from .tree import DraftTree
 
 BINS = 10  # draft-confidence bins of the calibration
-PRIOR_WEIGHT = 2.0  # pseudo-observations of the prior a(q) = q
-MAX_PROBE_GAP = 16  # plain steps at most between two drafting probes
-CHEAP_DRAFT_S = 1e-3  # a drafter this fast is always asked
+PRIOR_WEIGHT = 1.0  # pseudo-observations of a prior
+MAX_PROBE_GAP = 32  # plain steps at most between two drafting probes
+CHEAP_DRAFT = 0.02  # a drafter whose one-level draft costs less than this share of a plain step: full depth
+PROBE_SHARE = 0.02  # while drafting does not pay, probes may cost this share of the time
+FORGET = 0.95  # acceptance by depth: older steps count this much less per step
+CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same drafter, shape and target), worth
+# this many observations per bin or level at most: the new prompt's own steps soon outweigh it
 
 
 @dataclass
@@ -46,31 +60,88 @@ class Calibration:
 
     hits: list[float] = field(default_factory=lambda: [0.0] * BINS)
     trials: list[float] = field(default_factory=lambda: [0.0] * BINS)
-    depth_hits: list[float] = field(default_factory=list)  # the same, by depth (for sampled drafts)
-    depth_trials: list[float] = field(default_factory=list)
+    path_hits: list[float] = field(default_factory=list)  # steps whose kept path reached depth d + 1 ...
+    path_trials: list[float] = field(default_factory=list)  # ... of the steps that drafted it with d kept
 
     def bin(self, q: float) -> int:
         return min(BINS - 1, max(0, int(q * BINS)))
 
-    def __call__(self, q: float) -> float:
+    def __call__(self, q: float, prior: float | None = None) -> float:
+        """a(q), from the bin's hits and a prior worth ``PRIOR_WEIGHT`` observations: ``prior`` (the
+        acceptance of the node's level on this run) or, without one, q itself."""
         b = self.bin(q)
-        return (self.hits[b] + PRIOR_WEIGHT * q) / (self.trials[b] + PRIOR_WEIGHT)
+        return (self.hits[b] + PRIOR_WEIGHT * (q if prior is None else prior)) / (self.trials[b] + PRIOR_WEIGHT)
 
-    def observe(self, q: float, depth: int, accepted: bool) -> None:
+    def observe(self, q: float, accepted: bool) -> None:
         b = self.bin(q)
         self.trials[b] += 1
         self.hits[b] += accepted
-        while len(self.depth_trials) < depth:
-            self.depth_trials.append(0.0)
-            self.depth_hits.append(0.0)
-        self.depth_trials[depth - 1] += 1
-        self.depth_hits[depth - 1] += accepted
 
-    def at_depth(self, depth: int) -> float:
-        """Acceptance of reached nodes at ``depth`` on this run (prior: one half)."""
-        hits = self.depth_hits[depth - 1] if depth <= len(self.depth_hits) else 0.0
-        trials = self.depth_trials[depth - 1] if depth <= len(self.depth_trials) else 0.0
-        return (hits + PRIOR_WEIGHT * 0.5) / (trials + PRIOR_WEIGHT)
+    def carried(self) -> Calibration:
+        """The same rates, each worth at most ``CARRY_WEIGHT`` observations: a prior for the next run."""
+        def scaled(hits: list[float], trials: list[float]) -> tuple[list[float], list[float]]:
+            factors = [min(1.0, CARRY_WEIGHT / t) if t > 0 else 0.0 for t in trials]
+            return [h * f for h, f in zip(hits, factors)], [t * f for t, f in zip(trials, factors)]
+        return Calibration(*scaled(self.hits, self.trials), *scaled(self.path_hits, self.path_trials))
+
+    def observe_path(self, drafted: int, kept: int) -> None:
+        """A step verified a draft ``drafted`` levels deep and kept ``kept`` of them: each level up to
+        the first miss was reached, the levels above ``kept`` hit. Older steps fade (``FORGET``)."""
+        while len(self.path_trials) < drafted:
+            self.path_trials.append(0.0)
+            self.path_hits.append(0.0)
+        for depth in range(len(self.path_trials)):
+            self.path_trials[depth] *= FORGET
+            self.path_hits[depth] *= FORGET
+        for depth in range(min(drafted, kept + 1)):
+            self.path_trials[depth] += 1
+            self.path_hits[depth] += depth < kept
+
+    def on_path(self, limit: int) -> list[float]:
+        """Per level 1..limit, the chance that a step which kept the levels above keeps this one too.
+        Each level's prior is the chance of the level above (one half at the first): a level never
+        tried is taken to be no better than the one above it."""
+        chances, prior = [], 0.5
+        for depth in range(limit):
+            hits = self.path_hits[depth] if depth < len(self.path_hits) else 0.0
+            trials = self.path_trials[depth] if depth < len(self.path_trials) else 0.0
+            prior = (hits + PRIOR_WEIGHT * prior) / (trials + PRIOR_WEIGHT)
+            chances.append(prior)
+        return chances
+
+
+
+@dataclass
+class DraftCost:
+    """Seconds of a draft: ``fixed + per_token * catch_up + level * depth``, fitted by (slightly
+    ridged) least squares over this run's drafts, older ones fading. ``catch_up`` is the tokens
+    committed since the drafter last ran (it reads them first: a draft model's forward, EAGLE's
+    feature layer), ``depth`` the levels asked for. A probe after many plain steps pays a long
+    catch-up that steady drafting does not."""
+
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))  # faded sum of x x^T, x = (1, catch_up, depth)
+    moment: np.ndarray = field(default_factory=lambda: np.zeros(3))  # faded sum of x * seconds
+
+    coefficients: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (fixed, per_token, level), refitted per draft
+
+    def observe(self, catch_up: int, depth: int, seconds: float) -> None:
+        x = np.array([1.0, catch_up, depth])
+        self.gram = FORGET * self.gram + np.outer(x, x)
+        self.moment = FORGET * self.moment + x * seconds
+        ridge = 1e-3 * self.gram[0, 0] * np.eye(3)
+        self.coefficients = tuple(max(float(b), 0.0) for b in np.linalg.solve(self.gram + ridge, self.moment))
+
+    @property
+    def known(self) -> bool:
+        return self.gram[0, 0] > 0
+
+    def seconds(self, catch_up: float, depth: int) -> float:
+        fixed, per_token, level = self.coefficients
+        return fixed + per_token * catch_up + level * depth
+
+    def carried(self) -> DraftCost:
+        factor = min(1.0, CARRY_WEIGHT / self.gram[0, 0]) if self.known else 0.0
+        return DraftCost(factor * self.gram, factor * self.moment, self.coefficients)
 
 
 def _sampled(tree: DraftTree) -> bool:
@@ -109,45 +180,74 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
     return out
 
 
+@dataclass(frozen=True)
+class Learned:
+    """What a run taught the controller, kept for the next run of the same drafter and shape on the
+    same target in this process -- as a server keeps its acceptance statistics across requests --
+    so that a drafter known not to pay is not probed at once again, nor a good one relearned."""
+
+    calibration: Calibration
+    draft_cost: DraftCost
+    plain_s: float | None
+    overrun: float
+    verify_scale: float
+
+
+_LEARNED: dict[tuple, Learned] = {}
+
+
 class GoodputController(Wrapper):
-    """Wraps ``inner`` and prunes each of its drafts to the expected-goodput-best prefix."""
+    """Wraps ``inner``: asks it for the depth that pays and verifies the goodput-best part of its draft."""
 
     def __init__(self, inner: Drafter, curve: CostCurve):
         super().__init__(inner.shape, inner)
         self.curve = curve
         self.name = inner.name
         self.max_nodes = inner.max_nodes
+        self.memory_key = (inner.name, str(inner.shape), curve.model, curve.device, curve.threads)
 
     # ---- the run ------------------------------------------------------------------------------
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         super().start(prompt_ids, capacity_tokens)
-        self.calibration = Calibration()
-        self.verify_scale = 1.0  # this run's verify seconds / the curve's
-        self.draft_s = 0.0  # typical drafting seconds per drafting step
-        self.drafting_rate: float | None = None  # tokens per second of the steps that drafted
-        self.plain_steps, self.probe_gap = 0, 1
+        last = _LEARNED.get(self.memory_key)
+        self.calibration = Calibration() if last is None else last.calibration.carried()
+        self.verify_scale = 1.0 if last is None else last.verify_scale  # this run's verify seconds / the curve's
+        self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
+        self.drafted_upto = 0  # committed tokens when the drafter last ran (it reads the rest first)
+        self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
+        self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
+        self.plain_steps, self.probe_gap = 0, 0  # a new prompt: probe at once if drafting seems not to pay
+        self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
+        self.step_start: float | None = None
+        self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
         self.proposed: DraftTree | None = None
         self.kept: list[int] = []
         self.last_decision: DecisionRecord | None = None
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
+        self._time_last_step()
         self.proposed, self.kept = None, []
-        plain_s = self._verify_s(1)
-        if ctx.max_depth <= 0 or not self._should_draft(plain_s):
+        plain_s = self._plain_s()
+        depth, probe = self._depth(min(ctx.max_depth, self.shape.depth), plain_s)
+        if depth == 0:
             self.plain_steps += 1
-            self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6))
+            self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
             return DraftTree()
         start = perf_counter()
-        tree = self.inner.propose(ctx)
+        tree = self.inner.propose(replace(ctx, max_depth=depth))
         self.forwards = self.inner.forwards
         draft_s = perf_counter() - start
-        self.draft_s = draft_s if self.draft_s == 0 else 0.8 * self.draft_s + 0.2 * draft_s
+        self.draft_cost.observe(len(ctx.tokens) - self.drafted_upto, depth, draft_s)
+        self.drafted_upto = len(ctx.tokens)
         self.proposed = tree
-        self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree))
+        self.kept, expected, gain = (list(range(len(tree))), 1.0, 1.0) if probe else \
+            self._choose(tree, plain_s, sampled=_sampled(tree))
+        self.probe_s = draft_s + self._verify_s(len(tree) + 1) - self._verify_s(1) if probe else None
+        self.step_estimate = self._step_s(len(self.kept), plain_s, draft_s)
         reason = "empty" if not len(tree) else ("all" if len(self.kept) == len(tree) else
                                                  "part" if self.kept else "none")
         self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
-                                            round(plain_s, 6))
+                                            round(plain_s, 6), depth=depth, probe=probe)
         self._verify_start = perf_counter()
         return subtree(tree, self.kept)
 
@@ -161,18 +261,74 @@ class GoodputController(Wrapper):
     def decision(self) -> DecisionRecord | None:
         return self.last_decision
 
-    # ---- the decision -------------------------------------------------------------------------
+    # ---- what things cost ---------------------------------------------------------------------
     def _verify_s(self, n: int) -> float:
         return self.curve.seconds(n) * self.verify_scale
 
-    def _should_draft(self, plain_s: float) -> bool:
-        if self.draft_s < CHEAP_DRAFT_S or self.drafting_rate is None or self.drafting_rate * plain_s >= 1.0:
-            self.probe_gap = 1
-            return True
-        if self.plain_steps >= self.probe_gap:  # probe: has drafting become worth it again?
-            self.plain_steps, self.probe_gap = 0, min(2 * self.probe_gap, MAX_PROBE_GAP)
-            return True
-        return False
+    def _plain_s(self) -> float:
+        """Seconds of a whole plain step: measured on this run once there was one, else the verify."""
+        return self.plain_s if self.plain_s is not None else self._verify_s(1)
+
+    def _step_s(self, nodes: int, plain_s: float, draft_s: float) -> float:
+        """The model's seconds for a step that drafts for ``draft_s`` and verifies ``nodes`` nodes: a
+        plain step, the drafting, the larger verify."""
+        return plain_s + draft_s + self._verify_s(nodes + 1) - self._verify_s(1)
+
+    def _time_last_step(self) -> None:
+        """The wall time from the last propose to this one is the whole last step (draft, verify,
+        acceptance, bookkeeping): a plain step's sets ``plain_s``, a drafting step's corrects the
+        model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
+        What the run has learned so far is kept for the next run (``Learned``)."""
+        now = perf_counter()
+        if self.step_start is not None:
+            wall = now - self.step_start
+            if self.proposed is None:  # a plain step
+                self.plain_s = wall if self.plain_s is None else 0.8 * self.plain_s + 0.2 * wall
+            elif self.step_estimate:
+                self.overrun = 0.8 * self.overrun + 0.2 * wall / self.step_estimate
+            _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
+                                                self.verify_scale)
+        self.step_start = now
+
+    # ---- the decisions ------------------------------------------------------------------------
+    def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
+        """(levels to ask the drafter for, whether the step is a probe): the depth with the most
+        expected tokens per second -- acceptance by depth on this run against the measured cost of
+        drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or 1
+        when a probe is due (the first step is one)."""
+        if limit <= 0:
+            return 0, False
+        if not self.draft_cost.known:
+            return 1, True
+        if self.draft_cost.seconds(1, 1) < CHEAP_DRAFT * plain_s:
+            return limit, False
+        best, best_rate, expected, reach = 0, 1.0 / plain_s, 1.0, 1.0
+        for depth, chance in enumerate(self.calibration.on_path(limit), start=1):
+            reach *= chance
+            expected += reach
+            drafting = self.draft_cost.seconds(expected, depth)  # steady drafting: catch up on the last step's tokens
+            rate = expected / (self.overrun * self._step_s(depth, plain_s, drafting))
+            if rate > best_rate:
+                best, best_rate = depth, rate
+            elif reach < 0.01:
+                break  # deeper levels add almost nothing
+        if best:
+            self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
+            return best, False
+        if self.plain_steps >= self.probe_gap:
+            self.plain_steps = 0
+            return 1, True
+        return 0, False
+
+    def _next_probe(self, hit: bool) -> None:
+        """Plain steps before the next probe. After a hit, none: one more kept token may be what
+        turns drafting on, and the prompt may be one where the drafter shines. After a miss, twice
+        the last gap, and enough that probing costs at most ``PROBE_SHARE`` of the time."""
+        if hit:
+            self.probe_gap = 0
+            return
+        affordable = math.ceil(max(self.probe_s, 0.0) / (PROBE_SHARE * self._plain_s()))
+        self.probe_gap = min(MAX_PROBE_GAP, max(2 * self.probe_gap, affordable))
 
     def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False) -> tuple[list[int], float, float]:
         """The best-first prefix of ``tree`` with the most expected tokens per verify second; returns
@@ -181,10 +337,11 @@ class GoodputController(Wrapper):
         ``sampled``: the draft's tokens were drawn at random (a draft model at temperature > 0). Then
         whether a node is verified must not depend on the node's own draw -- keeping only the
         confident draws would bias the output away from the target's law -- so every node is judged
-        by its depth's acceptance on this run so far, which its draw does not touch."""
+        by its level's acceptance on this run so far, which its draw does not touch."""
         depths = tree.depths
-        chance = ([self.calibration.at_depth(d) for d in depths] if sampled else
-                  [self.calibration(q) for q in tree.draft_probs])
+        levels = self.calibration.on_path(max(depths, default=0))
+        chance = ([levels[d - 1] for d in depths] if sampled else
+                  [self.calibration(q, levels[d - 1]) for q, d in zip(tree.draft_probs, depths)])
         order = best_first(tree, chance)
         path = {}
         best, best_rate, expected = 0, 1.0 / plain_s, 1.0
@@ -199,13 +356,14 @@ class GoodputController(Wrapper):
         return sorted(order[:best]), expected, best_rate * plain_s
 
     def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float) -> None:
-        """Calibrate a(q) on the reached nodes; rescale the cost curve; update the drafting rate."""
+        """Calibrate a(q) on the reached nodes and the acceptance by depth; rescale the cost curve."""
         kept, depths = set(accepted), tree.depths
         for node, parent in enumerate(tree.parents):
             if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
-                self.calibration.observe(tree.draft_probs[node], depths[node], node in kept)
+                self.calibration.observe(tree.draft_probs[node], node in kept)
+        if self.probe_s is not None:
+            self._next_probe(bool(accepted))
         if len(tree):
+            self.calibration.observe_path(max(depths), len(accepted))
             scale = verify_s / self.curve.seconds(len(tree) + 1)
             self.verify_scale = 0.8 * self.verify_scale + 0.2 * scale
-        rate = (len(accepted) + 1) / (self.draft_s + verify_s)
-        self.drafting_rate = rate if self.drafting_rate is None else 0.7 * self.drafting_rate + 0.3 * rate

@@ -227,6 +227,8 @@ class TraceDecision(_Record):
     reason: Literal["off", "empty", "none", "part", "all"]
     plain_step_s: Seconds
     realised_gain: Annotated[float, Field(ge=0.0, le=1e6, allow_inf_nan=False)] | None = None
+    depth: Annotated[int, Field(ge=0, le=MAX_TREE_NODES)] | None = None
+    probe: bool = False
 
 
 class TraceStep(_Record):

@@ -34,13 +34,22 @@ def test_best_first_keeps_parents_and_sibling_order():
     assert kept.tokens == [100, 101, 103] and kept.parents == [-1, -1, 1]
 
 
-def test_the_calibration_starts_at_the_drafters_word_and_learns():
+def test_the_calibration_starts_at_its_prior_and_learns():
     a = Calibration()
-    assert a(0.85) == pytest.approx(0.85)
+    assert a(0.85) == pytest.approx(0.85) and a(0.85, prior=0.4) == pytest.approx(0.4)
     for _ in range(50):
-        a.observe(0.85, 1, False)
-    assert a(0.85) < 0.05 and a(0.25) == pytest.approx(0.25)
-    assert a.at_depth(1) < 0.05 and a.at_depth(2) == pytest.approx(0.5)
+        a.observe(0.85, False)
+    assert a(0.85) < 0.05 and a(0.85, prior=0.9) < 0.05 and a(0.25) == pytest.approx(0.25)
+
+
+def test_acceptance_by_level_learns_and_an_untried_level_is_no_better_than_the_one_above():
+    a = Calibration()
+    assert a.on_path(3) == pytest.approx([0.5, 0.5, 0.5])
+    for _ in range(40):
+        a.observe_path(drafted=2, kept=1)  # level 1 always kept, level 2 never
+    first, second, third = a.on_path(3)
+    assert first > 0.9 and second < 0.1 and third == pytest.approx(second)  # (older steps fade)
+    assert a.carried().on_path(1) == pytest.approx([(2 + 2 * 0.5) / 4])  # the same rate, worth 2 observations
 
 
 def test_it_verifies_all_when_verifying_is_flat_and_none_when_it_is_steep():
@@ -48,7 +57,8 @@ def test_it_verifies_all_when_verifying_is_flat_and_none_when_it_is_steep():
     flat = GoodputController.__new__(GoodputController)
     flat.curve, flat.verify_scale, flat.calibration = FLAT, 1.0, Calibration()
     kept, expected, gain = flat._choose(tree, plain_s=0.01)
-    assert kept == [0, 1, 2, 3] and expected == pytest.approx(1 + 0.9 + 0.81 + 0.729 + 0.6561)
+    assert kept == [0, 1, 2, 3]  # each node worth its level's acceptance (no data yet: one half)
+    assert expected == pytest.approx(1 + 0.5 + 0.25 + 0.125 + 0.0625)
     assert gain == pytest.approx(expected)
     flat.curve = STEEP
     kept, expected, gain = flat._choose(tree, plain_s=0.01)
@@ -92,14 +102,57 @@ def test_the_cost_curve_is_measured_once_and_cached(tmp_path, monkeypatch, tiny)
 
 def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
     import core.api
+    import core.controller
     from app.figures.tree import tree_figure
     from app.render import step_sentence
 
     monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)  # verifying more costs nothing: keep all
+    monkeypatch.setattr(core.controller, "_LEARNED", {})  # nothing carried over from earlier runs
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="hybrid", tree="auto", max_new_tokens=12)
     sentences = [step_sentence(r, "en") for r in result.steps]
-    assert all('class="sdl-why"' in s and "Why" in s for s in sentences)
-    assert "Why all" in sentences[0]
+    assert all('class="sdl-why"' in s for s in sentences)
+    assert "Probe: " in sentences[0]  # nothing known yet: one level, to measure
+    assert any("deep: the depth with the most expected tokens per second" in s and "Why all" in s for s in sentences)
     mixed = [r for r in result.steps if len({n.proposer.split("-")[0] for n in r.nodes}) > 1]
     names = [trace.name for trace in tree_figure(mixed[0], "en").data]
     assert any(str(name).startswith("proposed by: ngram") for name in names)
+
+
+def test_the_draft_cost_separates_catching_up_from_drafting_levels():
+    from core.controller import DraftCost
+
+    cost = DraftCost()
+    for catch_up, depth in [(1, 1), (2, 3), (20, 1), (3, 2), (1, 4), (30, 2), (2, 1)]:
+        cost.observe(catch_up, depth, 0.2e-3 + 0.05e-3 * catch_up + 0.7e-3 * depth)
+    assert cost.seconds(2, 3) == pytest.approx(0.2e-3 + 0.1e-3 + 2.1e-3, rel=0.02)
+    assert cost.seconds(25, 1) == pytest.approx(0.2e-3 + 1.25e-3 + 0.7e-3, rel=0.02)
+
+
+def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
+    """A controller mid-run: a draft level costs ``level_s``; 4-level drafts were all kept, or none."""
+    from core.controller import DraftCost
+
+    c = GoodputController.__new__(GoodputController)
+    c.curve, c.verify_scale, c.overrun, c.plain_s = curve, 1.0, 1.0, curve.forward_s
+    c.calibration, c.draft_cost = Calibration(), DraftCost()
+    for depth in (1, 2, 3, 1):
+        c.draft_cost.observe(1, depth, level_s * depth)
+    for _ in range(30):
+        c.calibration.observe_path(4, 4 if accepted else 0)
+    c.plain_steps, c.probe_gap, c.probe_s = 0, 4, None
+    return c
+
+
+def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_are_not():
+    good = _controller(FLAT, level_s=0.0005, accepted=True)  # a level costs 5% of a forward, always kept
+    depth, probe = good._depth(8, good._plain_s())
+    assert depth >= 4 and not probe
+    bad = _controller(FLAT, level_s=0.004, accepted=False)  # 40% of a forward, never kept
+    assert bad._depth(8, bad._plain_s()) == (0, False)
+    bad.plain_steps = 4  # the probe is due
+    assert bad._depth(8, bad._plain_s()) == (1, True)
+    bad.probe_s = 0.005
+    bad._next_probe(hit=False)
+    assert bad.probe_gap >= 8  # a miss: wait longer (twice, and at most 2% of the time on probes)
+    bad._next_probe(hit=True)
+    assert bad.probe_gap == 0  # a hit: look again at once

@@ -86,8 +86,8 @@ class DraftModelDrafter(Drafter):
         return to_target_vocab(logits, self.target_ids, self.vocab_size)
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
-        num_blocks = -(-capacity_tokens // self.block_size) + 1
-        self.kv = PagedKVCache.for_model(self.draft.model, num_blocks, self.block_size).new_request()
+        self.capacity_tokens = capacity_tokens
+        self.kv = None  # made at the first draft: a run that never drafts (--k auto) holds no draft cache
         self.synced = 0  # committed tokens whose K/V the draft holds
         self.fed: list[int] = []  # tree node of each pending draft-cache entry, in write order
 
@@ -97,6 +97,9 @@ class DraftModelDrafter(Drafter):
         if depth <= 0:
             return tree
         model = self.draft.model
+        if self.kv is None:
+            num_blocks = -(-self.capacity_tokens // self.block_size) + 1
+            self.kv = PagedKVCache.for_model(model, num_blocks, self.block_size).new_request()
         catch_up = ctx.tokens[self.synced :]
         logits = forward_segment(model, self.kv, self._draft_ids(catch_up), chain_parents(len(catch_up)))
         self.forwards += 1
