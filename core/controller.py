@@ -37,8 +37,6 @@ import math
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 
-import numpy as np
-
 from .cost import CostCurve
 from .drafters.base import Drafter, ProposeContext, Wrapper
 from .records import DecisionRecord
@@ -119,29 +117,44 @@ class DraftCost:
     feature layer), ``depth`` the levels asked for. A probe after many plain steps pays a long
     catch-up that steady drafting does not."""
 
-    gram: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))  # faded sum of x x^T, x = (1, catch_up, depth)
-    moment: np.ndarray = field(default_factory=lambda: np.zeros(3))  # faded sum of x * seconds
-
+    gram: list[float] = field(default_factory=lambda: [0.0] * 9)  # faded sum of x x^T (3 x 3, row-major), x = (1, catch_up, depth)
+    moment: list[float] = field(default_factory=lambda: [0.0] * 3)  # faded sum of x * seconds
     coefficients: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (fixed, per_token, level), refitted per draft
 
     def observe(self, catch_up: int, depth: int, seconds: float) -> None:
-        x = np.array([1.0, catch_up, depth])
-        self.gram = FORGET * self.gram + np.outer(x, x)
-        self.moment = FORGET * self.moment + x * seconds
-        ridge = 1e-3 * self.gram[0, 0] * np.eye(3)
-        self.coefficients = tuple(max(float(b), 0.0) for b in np.linalg.solve(self.gram + ridge, self.moment))
+        x = (1.0, float(catch_up), float(depth))
+        self.gram = [FORGET * g + x[i // 3] * x[i % 3] for i, g in enumerate(self.gram)]
+        self.moment = [FORGET * m + xi * seconds for m, xi in zip(self.moment, x)]
+        ridge = 1e-3 * self.gram[0]
+        self.coefficients = tuple(max(b, 0.0) for b in _solve3(
+            [g + (ridge if i in (0, 4, 8) else 0.0) for i, g in enumerate(self.gram)], self.moment))
 
     @property
     def known(self) -> bool:
-        return self.gram[0, 0] > 0
+        return self.gram[0] > 0
 
     def seconds(self, catch_up: float, depth: int) -> float:
         fixed, per_token, level = self.coefficients
         return fixed + per_token * catch_up + level * depth
 
     def carried(self) -> DraftCost:
-        factor = min(1.0, CARRY_WEIGHT / self.gram[0, 0]) if self.known else 0.0
-        return DraftCost(factor * self.gram, factor * self.moment, self.coefficients)
+        factor = min(1.0, CARRY_WEIGHT / self.gram[0]) if self.known else 0.0
+        return DraftCost([factor * g for g in self.gram], [factor * m for m in self.moment], self.coefficients)
+
+
+def _solve3(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """x with A x = b for a symmetric positive definite 3 x 3 A (row-major), by Cramer's rule: a
+    microsecond, where a linear-algebra call costs a hundred on every step."""
+    def det(m: list[float]) -> float:
+        return (m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6])
+                + m[2] * (m[3] * m[7] - m[4] * m[6]))
+    whole = det(a)
+    columns = []
+    for j in range(3):
+        m = list(a)
+        m[j], m[3 + j], m[6 + j] = b
+        columns.append(det(m) / whole)
+    return tuple(columns)
 
 
 def _sampled(tree: DraftTree) -> bool:
