@@ -108,10 +108,11 @@ TEXT: dict[str, tuple[str, str]] = {
                         "comma-separated: a number is a chain of k, WxD a tree, e.g. 2x3; auto / auto-tree let the "
                         "controller decide each step how much to verify"),
     "ctl.auto": ("auto：每步由控制器决定起草多少", "auto: the controller decides each step how much to draft"),
-    "ctl.auto_info": ("按草稿置信度（本次运行中校准）和本机实测的验证代价 v(n) 估计每秒 token 数，可能一个也不起草；"
-                      "k 与树宽度是上限", "expected tokens per second from the draft's confidence (calibrated on this "
-                      "run) against this machine's measured verify cost v(n) — possibly drafting nothing; k and the "
-                      "tree width are the upper limit"),
+    "ctl.auto_info": ("每步先按本次测得的各层接受率和起草、验证耗时（本机实测的 v(n)）决定起草几层，可能一层也不起草；"
+                      "再按草稿置信度决定验证多少。k 与树宽度是上限",
+                      "each step first picks how deep to draft from this run's acceptance per level and the measured "
+                      "drafting and verify times (this machine's v(n)) — possibly not at all — then how much of the "
+                      "draft to verify from its confidence; k and the tree width are the upper limit"),
     "ctl.eagle_n": ("EAGLE 节点数 N", "EAGLE nodes N"),
     "ctl.eagle_n_info": ("EAGLE-2 动态树：每层扩展置信度最高的 top-k（= 树宽度）个节点，深度 = k，最后只留最好的 N 个送去验证",
                          "EAGLE-2 dynamic tree: each depth expands the top-k (= tree width) most confident nodes, "

@@ -56,7 +56,7 @@ PRESETS = {
         draft=str(ASSETS / "gemma-270m" / "draft"),
         description="Gemma 3 270M (Gemma Terms of Use) with drafters trained here; needs the Gemma packages",
         drafters=str(ASSETS / "gemma-270m"),
-        drafter="eagle3",  # a learned drafter with a dynamic tree to watch (numbers: docs/gemma.md)
+        drafter="hybrid",  # n-gram lookup + EAGLE-3 in one tree: the drafter that pays here (docs/gemma.md)
     ),
 }
 

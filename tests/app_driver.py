@@ -83,6 +83,21 @@ def step(page, times: int) -> None:
     page.wait_for_timeout(400)
 
 
+def step_auto(page, times: int) -> list[str]:
+    """Reset Step by step, let the goodput controller choose (the auto box), press Step ``times``
+    times; returns the why-line of each step as the page shows it."""
+    open_tab(page, "step")
+    page.click("#reset-btn")
+    page.wait_for_timeout(400)
+    page.locator("#step-auto input").set_checked(True)
+    lines = []
+    for _ in range(times):
+        step(page, 1)
+        why = page.locator("#step-sentence .sdl-why")
+        lines.append(why.inner_text().strip() if why.count() and why.is_visible() else "")
+    return lines
+
+
 def table_rows(page, elem_id: str) -> list[list[str]]:
     """The body rows of a Gradio Dataframe, as the cells' text."""
     return page.evaluate("""id => Array.from(document.querySelectorAll('#' + id + ' [role=row]'))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step, \
-    wait_for_plot
+    step_auto, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +68,15 @@ def test_step_by_step_draws_three_real_steps(page, tmp_path):
     per_step = [s.accepted_length / len(s.nodes) if s.nodes else None for s in trace.steps]
     assert live["data"][0]["y"] == pytest.approx(per_step)
     assert live["data"][3]["y"] == pytest.approx([s.new_tokens_total / s.target_forwards_total for s in trace.steps])
+
+
+def test_step_by_step_says_why_it_drafted_that_much(page):
+    lines = step_auto(page, 3)
+    assert all(lines), lines  # every step under the goodput controller says why
+    assert lines[0].startswith("试探")  # the run's first step probes with one level
+    assert all(any(word in line for word in ("试探", "起草", "不起草", "验证")) for line in lines)
+    page.locator("#step-auto input").set_checked(False)
+    page.click("#reset-btn")
 
 
 def test_compare_three_drafters(page):

@@ -26,6 +26,7 @@ from ..session import Session, comparison_points, ensure, model_name
 from .own_models import own_model_fields
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
+DEFAULT_SHAPES = "auto, 4"  # the goodput controller's choice beside a fixed chain
 DEFAULT_REPEATS = 3
 COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
            "col.ms_forward", "col.v", "col.wall", "col.speedup", "col.identical", "col.note")
@@ -105,7 +106,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
     with gr.Row():
         drafters = labels.make(gr.CheckboxGroup, COMPARE_CHOICES, value=COMPARE_DEFAULT, label="ctl.drafters",
                                info="ctl.drafters_info", elem_id="cmp-drafters", scale=2)
-        shapes = labels.make(gr.Textbox, "4, 2x3", label="ctl.shapes", info="ctl.shapes_info", elem_id="cmp-shapes",
+        shapes = labels.make(gr.Textbox, DEFAULT_SHAPES, label="ctl.shapes", info="ctl.shapes_info", elem_id="cmp-shapes",
                              scale=2)
     with gr.Row():
         temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
