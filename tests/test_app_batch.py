@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from app.figures import batch_figure
-from app.views.batch import EXAMPLE_RESULT, live_sweep, verdict_markdown
+from app.views.batch import EXAMPLE_RESULTS, live_sweep, verdict_markdown
 from core import UserError
 from core.drafters import drafter_color
 from core.sweep import read_sweep_result
@@ -62,10 +62,13 @@ def test_empty_figure_says_what_to_do():
     assert verdict_markdown(None, "en") == ""
 
 
-def test_the_shipped_cpu_result_loads():
-    result = read_sweep_result(EXAMPLE_RESULT)
+def test_the_shipped_cpu_results_load():
+    result = read_sweep_result(EXAMPLE_RESULTS["tiny"])
     assert {r["batch"] for r in result["batch_sweep"]} == {1, 2, 4, 8, 16}
     assert result["preset"] == "tiny" and result["forward_latency"]
+    gemma = read_sweep_result(EXAMPLE_RESULTS["gemma-270m"])
+    assert gemma["preset"] == "gemma-270m" and {r["batch"] for r in gemma["batch_sweep"]} >= {1, 2, 4}
+    assert gemma["verify_ratio"]["rows"]  # with the verify-cost curve of the same run
 
 
 @pytest.mark.parametrize("content,message", [

@@ -25,7 +25,9 @@ from ..limits import RunGate
 from ..session import Session, ensure
 from .upload import refusal
 
-EXAMPLE_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "tiny-cpu" / "bench.json"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+EXAMPLE_RESULTS = {"tiny": BENCHMARKS / "tiny-cpu" / "bench.json",  # the shipped sweep per preset (docs/benchmarks.md)
+                   "gemma-270m": BENCHMARKS / "gemma-cpu-batch" / "bench.json"}
 SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
 MAX_LIVE_NEW_TOKENS = 64
 
@@ -112,8 +114,10 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return show(session, read_sweep_result(path) if path else None, lang_value)
 
     @guarded(status)
-    def on_example(lang_value, session):
-        return show(ensure(session), read_sweep_result(EXAMPLE_RESULT), lang_value)
+    def on_example(lang_value, session, preset_value="tiny"):
+        """The shipped sweep of the chosen preset (tiny's for a preset without one)."""
+        path = EXAMPLE_RESULTS.get(preset_value, EXAMPLE_RESULTS["tiny"])
+        return show(ensure(session), read_sweep_result(path), lang_value)
 
     @guarded(status)
     def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value):
@@ -137,7 +141,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
 
     upload.upload(on_upload, [lang, state, upload], outputs, api_name="batch_upload")
     upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
-    example.click(on_example, [lang, state], outputs, api_name="batch_example")
+    example.click(on_example, [lang, state, preset], outputs, api_name="batch_example")
     run.click(on_run, [lang, state, preset, drafters, sizes, max_new], outputs, api_name="batch_sweep",
               concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     return view
