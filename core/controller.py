@@ -5,31 +5,34 @@ tokens per second.
 It wraps any drafter. Each step:
 
 1. **how deep to draft** -- drafting costs time before anything is known (a draft model pays one
-   forward per level). From this run's acceptance by depth (the share of steps that reached a
-   depth and kept its token; a Beta prior of one half) the controller computes, for every depth
-   d, the expected tokens of the step against its measured cost -- d levels of drafting plus the
-   verify of the draft's nodes, v(n) from ``core.cost`` -- and asks the drafter for the depth with
-   the most tokens per second, or for nothing when no depth beats plain decoding. While drafting
-   does not pay it probes with one level: at the first step of a run, again at once after a probe
-   whose token was kept, else after 1, 2, 4, ... 32 plain steps, or more where a probe is dear. A
-   drafter that costs (almost) nothing (n-gram lookup) is always asked for its full depth.
+   forward per level). For every depth d the controller weighs the step's expected tokens (from
+   this run's acceptance by level: the share of steps that reached a level and kept it, older
+   steps fading; ``Calibration.on_path``) against its expected seconds: a plain step (measured on
+   the run), the drafting (``DraftCost``: a fit of the run's drafts as catch-up plus levels) and
+   the verify's extra, v(d + 1) - 1 forwards from ``core.cost``, all scaled by how much longer
+   drafting steps really took than this model says. It asks the drafter for the depth with the
+   most tokens per second, or for nothing when no depth beats a plain step. While drafting does
+   not pay it probes with one level (verified whatever its confidence): at the first step of a
+   run, again at once after a probe whose token was kept, else after 1, 2, 4, ... 32 plain steps,
+   or more where a probe is dear. A drafter that costs (almost) nothing (n-gram lookup) is always
+   asked for its full depth.
 2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
    confidence q, calibrated on this run: the share of reached nodes with a similar q that the
-   target accepted (a Beta prior centred on q itself, so an uncalibrated drafter starts by being
-   believed). A node's chance to be kept is the product of ``a`` along its path, and ``1 + sum``
-   over the chosen nodes is the expected tokens of the step. Nodes are taken best-first (a node
-   only after its parent and its earlier siblings, so the sampling rule's sibling order stays
-   intact) and the prefix with the most expected tokens per second of verify,
-   ``(1 + E) / (forward(1) * v(n + 1))``, is kept -- possibly none: then the step is a plain
-   decode. When the draft's tokens were sampled (temperature > 0, a draft model), a node is
-   judged by its depth's acceptance so far instead of its own q: dropping a node because of its
-   own draw would bias the output.
+   target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is
+   the product of ``a`` along its path, and ``1 + sum`` over the chosen nodes is the expected
+   tokens of the step. Nodes are taken best-first (a node only after its parent and its earlier
+   siblings, so the sampling rule's sibling order stays intact) and the prefix with the most
+   expected tokens per second of verify, ``(1 + E) / (forward(1) * v(n + 1))``, is kept --
+   possibly none: then the step is a plain decode. When the draft's tokens were sampled
+   (temperature > 0, a draft model), a node is judged by its level's chance alone: dropping a
+   node because of its own draw would bias the output.
 
-Both decisions read only what happened before this step's draft (or, for 2., draft confidences
-that do not depend on a sampled token), so the verify stays exact. Verify time is the cost curve
-scaled by what this run's verifies actually took. The decision of every step (depth asked, nodes
-offered and chosen, expected tokens and gain, the reason) goes into its StepRecord
-(``DecisionRecord``); the realised gain is filled in from the step's real timings.
+Lossless: the depth is chosen before the draft, and the pruning reads no sampled draw, so each
+verify is the exact rule applied to a tree fixed beforehand. What a run learned is kept for the
+next run of the same drafter and shape on the same target (``Learned``), worth one observation
+per level, as a server keeps acceptance statistics across requests. The decision of every step
+(depth asked, probe, nodes offered and chosen, expected tokens and gain, the reason) goes into
+its StepRecord (``DecisionRecord``); the realised gain is filled in from the step's real timings.
 """
 from __future__ import annotations
 
@@ -54,7 +57,8 @@ CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same draf
 
 @dataclass
 class Calibration:
-    """a(q): acceptance of a reached node against its draft confidence q, learned on the run."""
+    """a(q): acceptance of a reached node against its draft confidence q; and acceptance by level
+    (``on_path``). Both learned on the run."""
 
     hits: list[float] = field(default_factory=lambda: [0.0] * BINS)
     trials: list[float] = field(default_factory=lambda: [0.0] * BINS)
@@ -108,7 +112,6 @@ class Calibration:
         return chances
 
 
-
 @dataclass
 class DraftCost:
     """Seconds of a draft: ``fixed + per_token * catch_up + level * depth``, fitted by (slightly
@@ -117,7 +120,8 @@ class DraftCost:
     feature layer), ``depth`` the levels asked for. A probe after many plain steps pays a long
     catch-up that steady drafting does not."""
 
-    gram: list[float] = field(default_factory=lambda: [0.0] * 9)  # faded sum of x x^T (3 x 3, row-major), x = (1, catch_up, depth)
+    gram: list[float] = field(default_factory=lambda: [0.0] * 9)  # faded sum of x x^T, 3 x 3 row-major,
+    # x = (1, catch_up, depth)
     moment: list[float] = field(default_factory=lambda: [0.0] * 3)  # faded sum of x * seconds
     coefficients: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (fixed, per_token, level), refitted per draft
 

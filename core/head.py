@@ -98,8 +98,9 @@ def _slack(h: torch.Tensor, largest_norm: float) -> torch.Tensor:
 
 
 def _near_the_top(raw: torch.Tensor, slack: torch.Tensor, r: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows, ids) of every logit ``z >= z_max - (2S + 2r|z_max|) / (1 - r)`` of its row. Reads each ``BLOCK`` of a row once for its largest value, then only
-    the blocks that reach the threshold."""
+    """(rows, ids) of every logit ``z >= z_max - (2S + 2r|z_max|) / (1 - r)`` of its row. Reads
+    each ``BLOCK`` of a row once for its largest value, then only the blocks that reach the
+    threshold."""
     n, vocab = raw.shape
     whole = vocab - vocab % BLOCK
     blocks = raw[:, :whole].view(n, -1, BLOCK).amax(dim=2).float()  # [n, vocab // BLOCK]

@@ -1,0 +1,50 @@
+"""The verify-cost curve with and without the body's packed Linear layers (``core.kernels``), in one
+process: measured first with plain ``F.linear`` everywhere, then again after packing.
+
+    python bench/kernel_ab.py [--preset gemma-270m] [--threads 2] [--repeats 7]
+
+Prints ms and verify(n) / forward(1) for both, through the engine's verify path with the LM head
+(``core.verify_cost``), after 64 tokens of held-out text. Run on idle cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+os.environ["SDLAB_PACKED_LINEAR"] = "0"  # load without; packed below
+from core.kernels import pack_linears  # noqa: E402
+from core.models import load_model, resolve_preset  # noqa: E402
+from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.sweep import latency_context  # noqa: E402
+from core.verify_cost import VERIFY_CONTEXT, measure_verify_cost  # noqa: E402
+
+SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="gemma-270m")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    target = load_model(resolve_preset(args.preset).target, "cpu")
+    context = latency_context(target, load_prompts(HELDOUT_PROMPTS), VERIFY_CONTEXT)
+    plain = measure_verify_cost({"target": target}, context, SIZES, args.repeats, heads=(True,))["rows"]
+    os.environ["SDLAB_PACKED_LINEAR"] = "auto"
+    packed_layers = pack_linears(target.model)
+    packed = measure_verify_cost({"target": target}, context, SIZES, args.repeats, heads=(True,))["rows"]
+    print(f"{args.preset}, {args.threads} threads, {packed_layers} Linear layers packed\n")
+    print("| n | F.linear ms | ratio | packed ms | ratio |\n|---|---|---|---|---|")
+    for a, b in zip(plain, packed):
+        print(f"| {a['n']} | {a['ms']:.1f} | {a['verify_ratio']:.2f} | {b['ms']:.1f} | {b['verify_ratio']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
