@@ -17,6 +17,7 @@ next-token distribution after the root, row ``i + 1`` the one after node ``i``.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -58,9 +59,8 @@ class TargetView:
         rows = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
         if not any(temperatures) and head.bf16_argmax:
             logits, argmax = head.greedy(rows)
-            starts = [sum(sizes[:i]) for i in range(len(sizes))]
-            return [cls(part, 0.0, argmax[start:start + size])
-                    for part, start, size in zip(logits.split(sizes), starts, sizes)]
+            ends = list(itertools.accumulate(sizes))
+            return [cls(part, 0.0, argmax[end - size:end]) for part, end, size in zip(logits.split(sizes), ends, sizes)]
         return [cls.of(part, t) for part, t in zip(head(rows).split(sizes), temperatures)]
 
     @property

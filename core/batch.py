@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Iterator
 
+from .acceptance import TargetView
 from .drafters import DEFAULT_DRAFTER
 from .engine import Ending, SpeculativeDecoder
 from .errors import UserError
-from .acceptance import TargetView
 from .forward import chain_parents, run_batch_body
 from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache

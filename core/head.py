@@ -10,10 +10,10 @@ The head of a small model with a large vocabulary is most of a verify: Gemma 3 2
 float32 product on a CPU costs 2-3 times as much (measured on 2 idle cores of a Xeon with AMX: 24 ms
 at 1 row, 64 ms at 2-25 rows with ``torch.mm(W, h.T)``). Greedy decoding needs only each row's
 argmax, and on a CPU with bfloat16 matrix units (AMX / AVX-512 BF16) a bf16 product through
-oneDNN costs 14.5 ms for 1 to 5 rows and 17 ms for 25. :meth:`LMHead.greedy` takes the argmax **exactly** from it: every
-bf16 logit is within a proven bound of the float32 one (below), so only the tokens whose bf16
-logit could still be the largest -- a median of 4 per row on Gemma, at most a few hundred -- are
-recomputed in float32, and the largest of those is the float32 argmax.
+oneDNN costs 14.5 ms for 1 to 5 rows and 17 ms for 25. :meth:`LMHead.greedy` takes the argmax
+**exactly** from it: every bf16 logit is within a proven bound of the float32 one (below), so
+only the tokens whose bf16 logit could still be the largest -- a median of 4 per row on Gemma, at
+most a few hundred -- are recomputed in float32, and the largest of those is the float32 argmax.
 """
 from __future__ import annotations
 
