@@ -22,13 +22,15 @@ from typing import Callable
 
 import torch
 
+from .acceptance import TargetView
 from .batch import BatchResult, build_batch, check_batch_size, run_batch
 from .drafters import BASELINE
-from .request import split_spec
 from .errors import UserError
-from .forward import chain_parents, forward_batch
+from .forward import chain_parents, run_batch_body
+from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache
 from .models import LoadedModel
+from .request import split_spec
 
 QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
 LATENCY_CONTEXT = 128  # cached tokens per request in the latency probe
@@ -128,14 +130,15 @@ def crossover(rows: list[dict]) -> dict[str, int | None]:
 def forward_latency(target: LoadedModel, batch: int, query_tokens: int, context: list[int],
                     repeats: int = LATENCY_REPEATS) -> float:
     """Median seconds of ONE target forward of ``batch`` requests x ``query_tokens`` new tokens,
-    each request holding ``context`` in its cache. Every probe's slots are released after it."""
+    each request holding ``context`` in its cache, with what a batched greedy verify reads of its
+    LM head (``TargetView.split_from_head``). Every probe's slots are released after it."""
     model, block_size = target.model, 16
     per_request = math.ceil((len(context) + query_tokens) / block_size) + 1
     cache = PagedKVCache.for_model(model, batch * per_request, block_size)
     forward = PagedForward(cache)
     kvs = [cache.new_request() for _ in range(batch)]
     try:
-        forward_batch(model, forward, kvs, [context] * batch, [chain_parents(len(context))] * batch)
+        run_batch_body(model, forward, kvs, [context] * batch, [chain_parents(len(context))] * batch)
         for kv in kvs:
             kv.commit(list(range(len(context))))
         probe = (context * (query_tokens // len(context) + 1))[:query_tokens]
@@ -143,7 +146,8 @@ def forward_latency(target: LoadedModel, batch: int, query_tokens: int, context:
         for _ in range(repeats + 1):  # the first is a warm-up
             _sync(model.device)
             start = perf_counter()
-            forward_batch(model, forward, kvs, [probe] * batch, [chain_parents(query_tokens)] * batch)
+            outs = run_batch_body(model, forward, kvs, [probe] * batch, [chain_parents(query_tokens)] * batch)
+            TargetView.split_from_head(LMHead.of(model), [out.last_hidden for out in outs], [0.0] * batch)
             _sync(model.device)
             times.append(perf_counter() - start)
             for kv in kvs:
