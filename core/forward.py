@@ -1,8 +1,8 @@
 """Model forwards over segments of new tokens, through paged KV caches: one request, or a batch.
 
 ``run_segment`` / ``run_batch_body`` run the decoder body only and return hidden states: the caller
-applies the LM head (``core.head``) to the rows it needs, if any. ``forward_segment`` /
-``forward_batch`` add the head over every row, for callers that want all the logits.
+applies the LM head (``core.head``) to the rows it needs, if any. ``forward_segment`` adds the
+head over every row, for callers that want all the logits.
 """
 from __future__ import annotations
 
@@ -92,25 +92,6 @@ def run_batch_body(
         SegmentOutput(out.last_hidden_state[b, : len(row)], [out.hidden_states[i][b, : len(row)] for i in hidden_layers])
         for b, row in enumerate(input_ids)
     ]
-
-
-def forward_batch(
-    model, forward: PagedForward, kvs: list[RequestKV], input_ids: list[list[int]],
-    segment_parents: list[list[int]], hidden_layers: tuple[int, ...] = (),
-) -> list[tuple[torch.Tensor, list[torch.Tensor]]]:
-    """``run_batch_body`` plus the LM head over every request's new tokens (one product for all of them).
-
-    Returns, per request, ``(logits [len(input_ids[b]), vocab] float32, [hidden per layer])``.
-    """
-    outs = run_batch_body(model, forward, kvs, input_ids, segment_parents, hidden_layers)
-    logits = head_rows(LMHead.of(model), [out.last_hidden for out in outs])
-    return [(rows, out.hidden) for rows, out in zip(logits, outs)]
-
-
-def head_rows(head: LMHead, hidden: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The LM head over several requests' rows in one product: ``[n_b, vocab]`` logits per request."""
-    logits = head(torch.cat(hidden))
-    return list(logits.split([h.shape[0] for h in hidden]))
 
 
 def _segment_inputs(model, kv: RequestKV, n_query: int, segment_parents: list[int]):

@@ -10,7 +10,7 @@ from core import DecodeRequest, build_decoder, target_greedy
 from core.batch import BatchDecoder, build_batch, run_batch
 from core.drafters.draft_model import DraftModelDrafter
 from core.errors import UserError
-from core.forward import chain_parents, forward_batch, forward_segment
+from core.forward import chain_parents, forward_segment, run_batch_body
 from core.head import LMHead
 from core.kv_cache import PagedForward, PagedKVCache
 from core.tree import with_root
@@ -90,10 +90,11 @@ def test_batched_forward_equals_one_request_at_a_time(random_llama):
              for kv, root, (tokens, parents) in zip(single, roots, trees)]
     cache = PagedKVCache.for_model(random_llama, num_blocks=16, block_size=4)
     kvs = prefilled(cache)
-    together = forward_batch(random_llama, PagedForward(cache), kvs, [[r] + t for r, (t, _) in zip(roots, trees)],
-                             [with_root(p) for _, p in trees])
-    for (logits, hidden), reference in zip(together, alone):
-        assert hidden == [] and logits.shape == reference.shape
+    together = run_batch_body(random_llama, PagedForward(cache), kvs, [[r] + t for r, (t, _) in zip(roots, trees)],
+                              [with_root(p) for _, p in trees])
+    for out, reference in zip(together, alone):
+        logits = LMHead.of(random_llama)(out.last_hidden)
+        assert out.hidden == [] and logits.shape == reference.shape
         torch.testing.assert_close(logits, reference, atol=1e-5, rtol=1e-5)
     assert [len(kv.pending) for kv in kvs] == [4, 2]  # padding rows were not written
 

@@ -100,6 +100,7 @@ class DraftModelDrafter(Drafter):
         if self.kv is None:
             num_blocks = -(-self.capacity_tokens // self.block_size) + 1
             self.kv = PagedKVCache.for_model(model, num_blocks, self.block_size).new_request()
+            self.kv.begin_step()  # made mid-step: its step log starts now, as a batch step would start it
         catch_up = ctx.tokens[self.synced :]
         logits = forward_segment(model, self.kv, self._draft_ids(catch_up), chain_parents(len(catch_up)))
         self.forwards += 1
