@@ -197,6 +197,15 @@ def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
     return out
 
 
+def _faded(old: float | None, new: float) -> float:
+    """0.8 old + 0.2 new, the new value first brought within a factor 2 of the old: one stall (a
+    first call that builds a cache, a garbage collection) must not teach the controller that a
+    verify is slow for the rest of the run."""
+    if old is None:
+        return new
+    return 0.8 * old + 0.2 * min(max(new, old / 2), old * 2)
+
+
 @dataclass(frozen=True)
 class Learned:
     """What a run taught the controller, kept for the next run of the same drafter and shape on the
@@ -236,6 +245,7 @@ class GoodputController(Wrapper):
         self.plain_steps, self.probe_gap = 0, 0  # a new prompt: probe at once if drafting seems not to pay
         self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
         self.step_start: float | None = None
+        self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
         self.proposed: DraftTree | None = None
         self.kept: list[int] = []
@@ -297,15 +307,16 @@ class GoodputController(Wrapper):
         model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
         What the run has learned so far is kept for the next run (``Learned``)."""
         now = perf_counter()
-        if self.step_start is not None:
+        if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
             if self.proposed is None:  # a plain step
-                self.plain_s = wall if self.plain_s is None else 0.8 * self.plain_s + 0.2 * wall
+                self.plain_s = _faded(self.plain_s, wall)
             elif self.step_estimate:
-                self.overrun = 0.8 * self.overrun + 0.2 * wall / self.step_estimate
+                self.overrun = _faded(self.overrun, wall / self.step_estimate)
             _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
                                                 self.verify_scale)
         self.step_start = now
+        self.steps += 1
 
     # ---- the decisions ------------------------------------------------------------------------
     def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
@@ -382,5 +393,5 @@ class GoodputController(Wrapper):
             self._next_probe(bool(accepted))
         if len(tree):
             self.calibration.observe_path(max(depths), len(accepted))
-            scale = verify_s / self.curve.seconds(len(tree) + 1)
-            self.verify_scale = 0.8 * self.verify_scale + 0.2 * scale
+            if self.steps > 1:
+                self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

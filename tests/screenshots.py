@@ -3,9 +3,9 @@
     python tests/screenshots.py [--out docs/screenshots]
 
 Starts ``python app.py --preset tiny`` on a free port, drives it in headless Chromium, and writes
-step-by-step.png, compare.png, classroom.png, worth-it.png, replay.png (and step-by-step-en.png,
-step-by-step-eagle3.png, monitor.png: the Production monitor on the app's own /metrics over all of it),
-serving.png. ``--only serving`` takes serving.png alone (``--preset`` picks the model it runs on).
+step-by-step.png, compare.png, classroom.png, worth-it.png, batch-size.png (the preset's shipped
+sweep), replay.png (and step-by-step-en.png, step-by-step-eagle3.png, monitor.png: the Production
+monitor on the app's own /metrics over all of it), serving.png. ``--only serving`` takes serving.png alone (``--preset`` picks the model it runs on).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
 STEP_PROMPT = "It is a truth universally acknowledged"
+AUTO_PROMPT = "床前明月光，"  # one where drafting pays, so the controller drafts and says how deep
 SERVING_QUEUE = "6 | 我爱\n14 | It is a truth universally acknowledged\n4 | 床前明月光，\n10 | The quick brown fox\n8 | 春眠不觉晓，"
 SERVING_MIN_STEPS, SERVING_MAX_STEPS = 8, 24
 FREED_JS = """() => { const div = document.querySelector('#serve-kv .js-plotly-plot');
@@ -81,6 +82,11 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         wait_for_plot(page, "worth-plot", "p.data.some(t => t.name == '本会话实测')")
         shot("worth-it")
 
+        open_tab(page, "batch")  # the preset's shipped sweep
+        page.click("#batch-example")
+        wait_for_plot(page, "batch-plot", "p.data.some(t => t.name == 'ngram')")
+        shot("batch-size")
+
         open_tab(page, "replay")
         page.set_input_files("#replay-upload input[type=file]", str(EXAMPLE_TRACE))
         page.wait_for_selector("#replay-header strong")
@@ -89,12 +95,17 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
             wait_for_plot(page, "replay-tree", f"p.title.includes('第 {n} 步')")
         shot("replay")
 
-        set_language(page, "English")
+        set_language(page, "English")  # and the goodput controller: under each step, why it drafted that much
         open_tab(page, "step")
         page.wait_for_function("document.querySelector('#step-sentence').innerText.includes('Step 6')")
+        page.click("#reset-btn")
+        page.fill("#step-prompt textarea", AUTO_PROMPT)
+        page.locator("#step-auto input").set_checked(True)
+        step(page, 4)
         shot("step-by-step-en")
 
         page.click("#reset-btn")  # EAGLE-3's dynamic tree: the kept nodes and, faded, what was pruned
+        page.locator("#step-auto input").set_checked(False)
         page.click("#step-drafter input")
         page.get_by_role("option", name="eagle3", exact=True).click()
         page.fill("#step-width input", "3")

@@ -178,6 +178,9 @@ def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
     assert own.hovertext[1] == "draft · k=4: verifies of 5 tokens, v = 1.70"
     assert "v = 1 is assumed" not in readout(0.6, 4, 0.05, "en", CURVE)
     assert "v = 1 is assumed" in readout(0.6, 4, 0.05, "en")  # no curve yet: the paper's assumption, said so
+    assert measured[0].mode == "markers+text" and measured[0].text[0] == "draft · k=4"
+    crowd = worth_figure(0.6, 4, 0.05, [point] * 6, "en", CURVE)
+    assert all(t.mode == "markers" for t in crowd.data if t.name == "measured here")  # six names would overlap
 
 
 def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):

@@ -72,20 +72,24 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec)
 
 
+MAX_LABELLED = 3  # more measured points than this: names on hover and in the table below, not on the plot
+
+
 def _add_points(fig: go.Figure, points: list[MeasuredPoint], lang: str) -> None:
     if not points:
         return
+    mode = "markers+text" if len(points) <= MAX_LABELLED else "markers"  # a crowd of names is unreadable
     hover = [t("worth.point_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=_fmt(p.c), tau=p.tokens_per_verify,
                tau_model=tokens_per_verify(p.alpha, p.k)) for p in points]
     fig.add_trace(go.Scatter(
-        x=[p.alpha for p in points], y=[p.tokens_per_verify for p in points], mode="markers+text",
+        x=[p.alpha for p in points], y=[p.tokens_per_verify for p in points], mode=mode,
         name=t("worth.measured", lang), text=[p.label for p in points], textposition="top center",
         textfont={"size": 10, "color": "#555555"}, hovertext=hover, hoverinfo="text",
         marker={"color": "#111111", "size": 10, "symbol": "diamond"}), 1, 1)
     timed = [p for p in points if p.speedup is not None]
     if timed:
         fig.add_trace(go.Scatter(
-            x=[p.alpha for p in timed], y=[p.speedup for p in timed], mode="markers+text", showlegend=False,
+            x=[p.alpha for p in timed], y=[p.speedup for p in timed], mode=mode, showlegend=False,
             name=t("worth.measured", lang), text=[p.label for p in timed], textposition="top center",
             textfont={"size": 10, "color": "#555555"},
             hovertext=[t("worth.speedup_hover", lang, label=p.label, alpha=p.alpha, k=p.k, c=_fmt(p.c),
