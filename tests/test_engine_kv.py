@@ -69,3 +69,13 @@ def test_a_cancelled_run_returns_every_block():
     assert decoder.result.stop_reason == "cancelled"
     assert decoder.result.kv["blocks_in_use_after"] == 0
     assert decoder.result.draft_kv["blocks_in_use_after"] == 0
+
+
+def test_a_one_token_budget_with_a_draft_model_drafts_nothing_and_holds_no_draft_cache():
+    """Found by the property test: a draft model that never drafted (its cache is made at the first
+    draft) is committed to without one."""
+    from core import DecodeRequest, build_decoder
+
+    decoder, ids = build_decoder(DecodeRequest.of("0", "tiny", "draft", max_new_tokens=1))
+    records = list(decoder.steps(ids))
+    assert len(records) == 1 and not records[0].nodes and decoder.result.draft_kv is None

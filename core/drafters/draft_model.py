@@ -128,6 +128,8 @@ class DraftModelDrafter(Drafter):
         return tree
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        if self.kv is None:  # nothing drafted yet (e.g. a one-token budget): nothing to keep
+            return
         keep = [self.fed.index(n) for n in accepted if n in self.fed]
         self.kv.commit(keep)
         self.synced += len(keep)
