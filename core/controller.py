@@ -275,6 +275,7 @@ class GoodputController(Wrapper):
                                                  "part" if self.kept else "none")
         self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
                                             round(plain_s, 6), depth=depth, probe=probe)
+        self.renumbering = {node: i for i, node in enumerate(self.kept)}  # the nodes it drops count as pruned
         self._verify_start = perf_counter()
         return subtree(tree, self.kept)
 
@@ -287,6 +288,9 @@ class GoodputController(Wrapper):
 
     def decision(self) -> DecisionRecord | None:
         return self.last_decision
+
+    def expansion(self):
+        return None if self.proposed is None else super().expansion()  # a step that drafted nothing scored nothing
 
     # ---- what things cost ---------------------------------------------------------------------
     def _verify_s(self, n: int) -> float:

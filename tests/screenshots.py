@@ -17,7 +17,7 @@ from app_driver import browser_page, missing_browser, open_app, open_tab, run_co
     wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
-EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
+TRACES = ROOT / "assets" / "traces"
 STEP_PROMPT = "It is a truth universally acknowledged"
 AUTO_PROMPT = "床前明月光，"  # one where drafting pays, so the controller drafts and says how deep
 SERVING_QUEUE = "6 | 我爱\n14 | It is a truth universally acknowledged\n4 | 床前明月光，\n10 | The quick brown fox\n8 | 春眠不觉晓，"
@@ -88,7 +88,8 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         shot("batch-size")
 
         open_tab(page, "replay")
-        page.set_input_files("#replay-upload input[type=file]", str(EXAMPLE_TRACE))
+        trace = TRACES / ("example-gemma-270m.jsonl" if preset == "gemma-270m" else "example-tiny.jsonl")
+        page.set_input_files("#replay-upload input[type=file]", str(trace))
         page.wait_for_selector("#replay-header strong")
         for n in range(2, 6):  # a button ignores clicks while its last one is pending: wait for each
             page.click("#replay-next")

@@ -156,3 +156,26 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
     assert bad.probe_gap >= 8  # a miss: wait longer (twice, and at most 2% of the time on probes)
     bad._next_probe(hit=True)
     assert bad.probe_gap == 0  # a hit: look again at once
+
+
+@pytest.mark.parametrize("drafter, shape", [("hybrid", dict(tree="3x4")), ("hybrid", dict(tree="auto")),
+                                            ("eagle3", dict(tree="auto"))])
+def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, drafter, shape):
+    """EAGLE-2's scored candidates name their node in the verified tree, also where a wrapper
+    renumbered it (hybrid's merge puts the n-gram chain first; the controller keeps a part); the
+    trace reads back."""
+    from core import read_trace
+
+    prompt = "床前明月光，疑是地上霜。床前明月光，"
+    path = tmp_path / "run.jsonl"
+    result = generate(prompt, drafter=drafter, max_new_tokens=16, trace=str(path), **shape)
+    pointed = 0
+    for record in result.steps:
+        if record.expansion is None:
+            continue
+        for token, node in zip(record.expansion.tokens, record.expansion.kept_as):
+            if node >= 0:
+                assert record.nodes[node].token == token
+                pointed += 1
+    assert pointed > 0
+    assert len(read_trace(path).steps) == len(result.steps)

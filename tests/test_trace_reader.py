@@ -12,7 +12,7 @@ import pytest
 
 from core import UserError, read_trace
 from core import records, trace_schema
-from trace_cases import EXAMPLE_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay, \
+from trace_cases import EXAMPLE_TRACE, GEMMA_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay, \
     write_blow_up_traces, write_lines, write_real_traces
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -24,7 +24,7 @@ def traces(tmp_path_factory):
 
 
 def test_every_trace_the_engine_writes_reads_back(traces):
-    for name, path in [*traces.items(), ("example", EXAMPLE_TRACE)]:
+    for name, path in [*traces.items(), ("example", EXAMPLE_TRACE), ("gemma example", GEMMA_TRACE)]:
         lines = read_lines(path)
         trace = read_trace(path)
         assert [s.to_dict() for s in trace.steps] == [

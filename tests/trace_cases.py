@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
+GEMMA_TRACE = ROOT / "assets" / "traces" / "example-gemma-270m.jsonl"  # hybrid, --tree auto: Replay's screenshot
 RUNS = {  # name -> core.generate options: a chain, a full tree, EAGLE-2's pruned tree (expansion), sampling
     "chain": dict(drafter="draft", k=4),
     "tree": dict(drafter="draft", tree="2x3", block_size=4),

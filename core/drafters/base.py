@@ -205,13 +205,16 @@ class Drafter:
 
 class Wrapper(Drafter):
     """A drafter built around another one, ``inner``: the run's hidden states, the drafter's cache, its
-    expansion and its resources are the inner drafter's."""
+    expansion and its resources are the inner drafter's. A wrapper whose tree numbers the inner
+    tree's nodes differently sets ``renumbering`` (inner node -> its node) each step, so the
+    expansion points at the nodes of the tree that is verified."""
 
     def __init__(self, shape: DraftShape | None, inner: Drafter):
         super().__init__(shape)
         self.inner = inner
         self.hidden_layers = inner.hidden_layers
         self.model_path = inner.model_path
+        self.renumbering: dict[int, int] | None = None  # None: the inner tree's numbers
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.inner.start(prompt_ids, capacity_tokens)
@@ -229,7 +232,10 @@ class Wrapper(Drafter):
         return self.inner.own_kv()
 
     def expansion(self):
-        return self.inner.expansion()
+        expansion = self.inner.expansion()
+        if expansion is None or self.renumbering is None:
+            return expansion
+        return expansion.renumbered(self.renumbering)
 
 
 def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator):

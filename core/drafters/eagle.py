@@ -83,6 +83,12 @@ class Expansion:
         """The ``n`` candidates with the highest score (earlier first on ties)."""
         return sorted(candidates, key=lambda i: (-self.scores[i], i))[:n]
 
+    def renumbered(self, where: dict[int, int]) -> Expansion:
+        """A copy whose kept candidates point into another tree: node ``n`` of the proposed tree
+        became node ``where[n]`` (a wrapper merged or pruned it; a node it dropped is pruned here)."""
+        kept_as = [where.get(node, -1) if node >= 0 else -1 for node in self.kept_as]
+        return Expansion(self.tokens, self.parents, self.depths, self.probs, self.scores, self.expanded, kept_as)
+
     def record(self, texts: list[str]) -> ExpansionRecord:
         """The StepRecord's copy, with each candidate's text."""
         return ExpansionRecord(

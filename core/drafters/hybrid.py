@@ -51,16 +51,17 @@ class HybridDrafter(Wrapper):
         self.eagle_tree = self.eagle.propose(ctx)
         self.forwards = self.eagle.forwards
         merged = self.ngram.propose(ctx)  # the n-gram chain (or nothing), proposer "ngram"
-        merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
+        self.renumbering = merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
         return merged
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         self.eagle.commit(self.eagle_tree, ())  # EAGLE recomputes accepted positions from true features
 
 
-def merge_into(tree: DraftTree, other: DraftTree, other_name: str, max_nodes: int) -> None:
+def merge_into(tree: DraftTree, other: DraftTree, other_name: str, max_nodes: int) -> dict[int, int]:
     """Add ``other``'s nodes to ``tree`` (parents first); a node ``tree`` already has under the same
-    parent is shared, and its proposer names both. Stops at ``max_nodes``."""
+    parent is shared, and its proposer names both. Stops at ``max_nodes``. Returns where each of
+    ``other``'s nodes went (those that did not fit are missing)."""
     merged_as: dict[int, int] = {}
     for node, parent in enumerate(other.parents):
         under = -1 if parent < 0 else merged_as.get(parent)
@@ -76,3 +77,4 @@ def merge_into(tree: DraftTree, other: DraftTree, other_name: str, max_nodes: in
         else:
             continue
         merged_as[node] = same
+    return merged_as
