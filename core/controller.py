@@ -231,6 +231,7 @@ class GoodputController(Wrapper):
         self.name = inner.name
         self.max_nodes = inner.max_nodes
         self.memory_key = (inner.name, str(inner.shape), curve.model, curve.device, curve.threads)
+        self.steps = 0  # steps begun in this run
 
     # ---- the run ------------------------------------------------------------------------------
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
@@ -286,6 +287,14 @@ class GoodputController(Wrapper):
         self._learn(tree, accepted, verify_s)
         self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
 
+    def stop(self) -> None:
+        """The run ends (finished, cancelled or failed): what it learned, if it took a step, is kept
+        for the next run."""
+        if self.steps:
+            _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
+                                                self.verify_scale)
+        super().stop()
+
     def decision(self) -> DecisionRecord | None:
         return self.last_decision
 
@@ -308,8 +317,7 @@ class GoodputController(Wrapper):
     def _time_last_step(self) -> None:
         """The wall time from the last propose to this one is the whole last step (draft, verify,
         acceptance, bookkeeping): a plain step's sets ``plain_s``, a drafting step's corrects the
-        model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
-        What the run has learned so far is kept for the next run (``Learned``)."""
+        model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes)."""
         now = perf_counter()
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
@@ -317,8 +325,6 @@ class GoodputController(Wrapper):
                 self.plain_s = _faded(self.plain_s, wall)
             elif self.step_estimate:
                 self.overrun = _faded(self.overrun, wall / self.step_estimate)
-            _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
-                                                self.verify_scale)
         self.step_start = now
         self.steps += 1
 
