@@ -13,9 +13,14 @@ It wraps any drafter. Each step:
    drafting steps really took than this model says. It asks the drafter for the depth with the
    most tokens per second, or for nothing when no depth beats a plain step. While drafting does
    not pay it probes with one level (verified whatever its confidence): at the first step of a
-   run, again at once after a probe whose token was kept, else after 1, 2, 4, ... 32 plain steps,
-   or more where a probe is dear. A drafter that costs (almost) nothing (n-gram lookup) is always
-   asked for its full depth.
+   run that knows nothing yet, again at once after a probe whose token was kept, else after 1, 2,
+   4, ... 32 plain steps, or more where a probe is dear (what a probe loses against plain decoding,
+   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A step whose draft was
+   kept to its last level is followed by one a level deeper (verified whole): the level beyond
+   what was drafted is the one the run knows least about, and a drafter that pays only when it
+   drafts deep (a level costing a third of a step, as on a tiny target) climbs there one kept
+   step at a time. A drafter that costs (almost) nothing (n-gram lookup) is always asked for its
+   full depth.
 2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
    confidence q, calibrated on this run: the share of reached nodes with a similar q that the
    target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is
@@ -243,8 +248,13 @@ class GoodputController(Wrapper):
         self.drafted_upto = 0  # committed tokens when the drafter last ran (it reads the rest first)
         self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
         self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
-        self.plain_steps, self.probe_gap = 0, 0  # a new prompt: probe at once if drafting seems not to pay
+        self.plain_steps = 0  # plain steps since drafting was last tried
+        # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt) is affordable
+        self.probe_gap = 0 if last is None else self._affordable_gap(
+            self.draft_cost.seconds(len(prompt_ids), 1) + self._verify_s(2) - self._verify_s(1))
         self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
+        self.reach = 0  # the depth of the last drafting step if the target kept all of it, else 0
+        self.asked = 0  # levels this step asked the drafter for
         self.step_start: float | None = None
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
@@ -256,17 +266,24 @@ class GoodputController(Wrapper):
         self._time_last_step()
         self.proposed, self.kept = None, []
         plain_s = self._plain_s()
-        depth, probe = self._depth(min(ctx.max_depth, self.shape.depth), plain_s)
-        if depth == 0:
+        limit = min(ctx.max_depth, self.shape.depth)
+        depth, probe = self._depth(limit, plain_s)
+        self.asked = depth
+        free = self.inner.free_levels and depth < limit  # the drafter's free part may go deeper than asked
+        tree = DraftTree()
+        if depth or free:
+            start = perf_counter()
+            tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
+            self.forwards = self.inner.forwards
+            draft_s = perf_counter() - start
+        if depth:
+            self.draft_cost.observe(len(ctx.tokens) - self.drafted_upto, depth, draft_s)
+            self.drafted_upto = len(ctx.tokens)
+        else:
             self.plain_steps += 1
-            self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
-            return DraftTree()
-        start = perf_counter()
-        tree = self.inner.propose(replace(ctx, max_depth=depth))
-        self.forwards = self.inner.forwards
-        draft_s = perf_counter() - start
-        self.draft_cost.observe(len(ctx.tokens) - self.drafted_upto, depth, draft_s)
-        self.drafted_upto = len(ctx.tokens)
+            if not len(tree):
+                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
+                return tree
         self.proposed = tree
         self.kept, expected, gain = (list(range(len(tree))), 1.0, 1.0) if probe else \
             self._choose(tree, plain_s, sampled=_sampled(tree))
@@ -333,13 +350,31 @@ class GoodputController(Wrapper):
         """(levels to ask the drafter for, whether the step is a probe): the depth with the most
         expected tokens per second -- acceptance by depth on this run against the measured cost of
         drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or 1
-        when a probe is due (the first step is one)."""
+        when a probe is due (the first step is one); one level deeper than the last step when that
+        step's draft was kept whole."""
         if limit <= 0:
             return 0, False
         if not self.draft_cost.known:
             return 1, True
         if self.draft_cost.seconds(1, 1) < CHEAP_DRAFT * plain_s:
             return limit, False
+        if 0 < self.plain_steps < self.probe_gap:
+            return 0, False  # off since the last look, and nothing about drafting learned since
+        best = self._best_depth(limit, plain_s)
+        deeper, self.reach = min(limit, self.reach + 1) if self.reach else 0, 0
+        if deeper > best:
+            self.plain_steps = 0
+            return deeper, True
+        if best:
+            self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
+            return best, False
+        if self.plain_steps >= self.probe_gap:
+            self.plain_steps = 0
+            return 1, True
+        return 0, False
+
+    def _best_depth(self, limit: int, plain_s: float) -> int:
+        """The depth with the most expected tokens per second; 0 if none beats a plain step."""
         best, best_rate, expected, reach = 0, 1.0 / plain_s, 1.0, 1.0
         for depth, chance in enumerate(self.calibration.on_path(limit), start=1):
             reach *= chance
@@ -350,23 +385,21 @@ class GoodputController(Wrapper):
                 best, best_rate = depth, rate
             elif reach < 0.01:
                 break  # deeper levels add almost nothing
-        if best:
-            self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
-            return best, False
-        if self.plain_steps >= self.probe_gap:
-            self.plain_steps = 0
-            return 1, True
-        return 0, False
+        return best
 
     def _next_probe(self, hit: bool) -> None:
         """Plain steps before the next probe. After a hit, none: one more kept token may be what
         turns drafting on, and the prompt may be one where the drafter shines. After a miss, twice
         the last gap, and enough that probing costs at most ``PROBE_SHARE`` of the time."""
-        if hit:
-            self.probe_gap = 0
-            return
-        affordable = math.ceil(max(self.probe_s, 0.0) / (PROBE_SHARE * self._plain_s()))
-        self.probe_gap = min(MAX_PROBE_GAP, max(2 * self.probe_gap, affordable))
+        self.probe_gap = 0 if hit else min(MAX_PROBE_GAP, max(2 * self.probe_gap, self._affordable_gap(self.probe_s)))
+
+    def _affordable_gap(self, probe_s: float) -> int:
+        """Plain steps between probes costing ``probe_s`` beyond a plain step, so that what they lose
+        against plain decoding (that cost, less the level-1 token they may win) is at most
+        ``PROBE_SHARE`` of the time; at most ``MAX_PROBE_GAP``."""
+        plain_s = self._plain_s()
+        loss = probe_s - self.calibration.on_path(1)[0] * plain_s
+        return min(MAX_PROBE_GAP, math.ceil(max(loss, 0.0) / (PROBE_SHARE * plain_s)))
 
     def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False) -> tuple[list[int], float, float]:
         """The best-first prefix of ``tree`` with the most expected tokens per verify second; returns
@@ -401,7 +434,8 @@ class GoodputController(Wrapper):
                 self.calibration.observe(tree.draft_probs[node], node in kept)
         if self.probe_s is not None:
             self._next_probe(bool(accepted))
-        if len(tree):
-            self.calibration.observe_path(max(depths), len(accepted))
+        if len(tree) and self.asked:  # the levels asked for (a free part may reach deeper)
+            self.calibration.observe_path(min(max(depths), self.asked), min(len(accepted), self.asked))
+            self.reach = self.asked if len(accepted) >= self.asked else 0
             if self.steps > 1:
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

@@ -123,9 +123,11 @@ class DrafterInputs:
 @dataclass(frozen=True)
 class ProposeContext:
     tokens: list[int]  # the committed sequence; the last one is the root the tree hangs from
-    max_depth: int  # never draft deeper (the remaining token budget)
+    max_depth: int  # never draft deeper (the remaining token budget, or the depth a controller asked for)
     temperature: float
     generator: torch.Generator
+    free_depth: int | None = None  # where a controller asked for less than the budget: the budget, for the
+    # levels a drafter proposes at no cost (a lookup); None: ``max_depth``
 
 
 class Drafter:
@@ -145,6 +147,8 @@ class Drafter:
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
     # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
     drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
+    free_levels = False  # True: part of its draft costs nothing (a lookup), so it is asked even when drafting
+    # does not pay, with ``ProposeContext.free_depth`` for that part
     color = "#777777"  # its line and outline in every figure (the drafters': Tableau 10, one hue each)
     alias_colors: dict[str, str] = {}  # a colour per alias, where aliases sit side by side
 

@@ -10,10 +10,13 @@ forward.
 Lossless at every temperature: both proposers are deterministic functions of the committed
 tokens (EAGLE-3's tree is chosen from its draft probabilities, not sampled) and every node's draft
 law is one-hot on its token, so the engine's recursive rejection sampling is exact, as for each
-proposer alone. With ``--k auto`` / ``--tree auto`` the goodput controller then keeps the part of
-the merged tree that pays.
+proposer alone. With ``--k auto`` / ``--tree auto`` the goodput controller decides how deep
+EAGLE-3 drafts (the n-gram chain costs nothing and always goes as deep as the budget allows, also
+when EAGLE-3 is not asked at all) and then keeps the part of the merged tree that pays.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from pydantic import Field
 
@@ -32,6 +35,7 @@ class HybridDrafter(Wrapper):
     color = "#9c755f"
     Options = HybridOptions
     drafts_full_tree = False
+    free_levels = True  # the n-gram chain: as deep as the budget allows, also where EAGLE-3 is not asked
     auto_tree = Eagle3Drafter.auto_tree
 
     @classmethod
@@ -50,7 +54,8 @@ class HybridDrafter(Wrapper):
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self.eagle_tree = self.eagle.propose(ctx)
         self.forwards = self.eagle.forwards
-        merged = self.ngram.propose(ctx)  # the n-gram chain (or nothing), proposer "ngram"
+        free = ctx.max_depth if ctx.free_depth is None else ctx.free_depth
+        merged = self.ngram.propose(replace(ctx, max_depth=free))  # the n-gram chain (or nothing), proposer "ngram"
         self.renumbering = merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
         return merged
 
