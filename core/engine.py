@@ -190,7 +190,10 @@ class SpeculativeDecoder:
 
     def _observe(self, tokens: list[int], hidden: list[torch.Tensor], rows: list[int]) -> None:
         if self.drafter.hidden_layers:
-            self.drafter.observe(tokens, [h[rows] for h in hidden])
+            if rows[-1] == len(rows) - 1:  # rows ascend from 0: the first len(rows), a view (a chain, a plain step)
+                self.drafter.observe(tokens, [h[: len(rows)] for h in hidden])
+            else:
+                self.drafter.observe(tokens, [h[rows] for h in hidden])
 
     # ---- the loop ----------------------------------------------------------------------------
     def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord | None]:

@@ -175,14 +175,13 @@ class EagleDrafter(Drafter):
             dtype=self.net.head_weight.dtype, device=self.net.head_weight.device,
         )
         self.kv = pool.new_request()
-        self.waiting: list[torch.Tensor] = []  # fused target features not yet fed, [n, H] each
+        self.waiting: list[list[torch.Tensor]] = []  # target hidden states not yet fed: per observe, [n, H] a layer
         self.fed = 0  # committed positions whose pair the drafter cache holds
         self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
         self.last_expansion = None
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
-        with torch.inference_mode():
-            self.waiting.append(self.net.fuse_target(hidden))
+        self.waiting.append(hidden)  # fused when next drafted, all at once: a plain step pays nothing here
 
     @torch.inference_mode()
     def propose(self, ctx: ProposeContext) -> DraftTree:
@@ -215,7 +214,7 @@ class EagleDrafter(Drafter):
     def _catch_up(self, tokens: list[int]) -> torch.Tensor:
         """Feed pairs (feature t, token t+1) for the newly observed positions; returns the root's out [H]."""
         if self.waiting:
-            features = torch.cat(self.waiting)  # [n, H]
+            features = self.net.fuse_target([torch.cat(layer) for layer in zip(*self.waiting)])  # [n, H]
             self.waiting = []
             new_tokens = tokens[self.fed + 1 : self.fed + 1 + len(features)]
             self.root_out = run_segment(self.net, self.kv, features, new_tokens)[-1]
