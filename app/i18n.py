@@ -247,10 +247,6 @@ TEXT: dict[str, tuple[str, str]] = {
     "why.probe": ("试探：起草暂时不划算（或这是第一步），这一步只起草一层并全部验证，看目标模型是否接受。实际：{realised}。",
                   "Probe: drafting has not paid so far (or this is the first step), so this step drafts one level "
                   "and verifies it, to see whether the target accepts it. Realised: {realised}."),
-    "why.deeper": ("试探更深一层：上一步起草的 {kept} 层全部被接受，这一步起草 {depth} 层并全部验证，看再深一层是否也划算。"
-                   "实际：{realised}。",
-                   "Probe one level deeper: the target kept all {kept} levels of the last draft, so this step "
-                   "drafts {depth} and verifies them all, to see whether one more level pays. Realised: {realised}."),
     "why.empty": ("为什么不起草：草稿方法这一步没有可提议的 token（例如上下文里找不到匹配的 n-gram）。",
                   "Why no draft: the drafter had nothing to propose this step (e.g. no earlier n-gram match)."),
     "why.none": ("为什么一个也不验证：起草了 {offered} 个节点，但按置信度估计，验证它们多花的时间换不来更多 token。",

@@ -97,8 +97,6 @@ def decision_line(record: StepRecord, lang: str) -> str:
     d = record.decision
     realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
     if d.probe:
-        if d.depth and d.depth > 1:
-            return t("why.deeper", lang, kept=d.depth - 1, depth=d.depth, realised=realised)
         return t("why.probe", lang, realised=realised)
     why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
             gain=d.expected_gain, realised=realised)

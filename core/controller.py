@@ -15,11 +15,7 @@ It wraps any drafter. Each step:
    not pay it probes with one level (verified whatever its confidence): at the first step of a
    run that knows nothing yet, again at once after a probe whose token was kept, else after 1, 2,
    4, ... 32 plain steps, or more where a probe is dear (what a probe loses against plain decoding,
-   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A step whose draft was
-   kept to its last level is followed by one a level deeper (verified whole): the level beyond
-   what was drafted is the one the run knows least about, and a drafter that pays only when it
-   drafts deep (a level costing a third of a step, as on a tiny target) climbs there one kept
-   step at a time. A drafter that costs (almost) nothing (n-gram lookup) is always asked for its
+   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A drafter that costs (almost) nothing (n-gram lookup) is always asked for its
    full depth.
 2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
    confidence q, calibrated on this run: the share of reached nodes with a similar q that the
@@ -253,7 +249,6 @@ class GoodputController(Wrapper):
         self.probe_gap = 0 if last is None else self._affordable_gap(
             self.draft_cost.seconds(len(prompt_ids), 1) + self._verify_s(2) - self._verify_s(1))
         self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
-        self.reach = 0  # the depth of the last drafting step if the target kept all of it, else 0
         self.asked = 0  # levels this step asked the drafter for
         self.step_start: float | None = None
         self.steps = 0  # steps begun in this run
@@ -350,8 +345,7 @@ class GoodputController(Wrapper):
         """(levels to ask the drafter for, whether the step is a probe): the depth with the most
         expected tokens per second -- acceptance by depth on this run against the measured cost of
         drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or 1
-        when a probe is due (the first step is one); one level deeper than the last step when that
-        step's draft was kept whole."""
+        when a probe is due (the first step is one)."""
         if limit <= 0:
             return 0, False
         if not self.draft_cost.known:
@@ -361,10 +355,6 @@ class GoodputController(Wrapper):
         if 0 < self.plain_steps < self.probe_gap:
             return 0, False  # off since the last look, and nothing about drafting learned since
         best = self._best_depth(limit, plain_s)
-        deeper, self.reach = min(limit, self.reach + 1) if self.reach else 0, 0
-        if deeper > best:
-            self.plain_steps = 0
-            return deeper, True
         if best:
             self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
             return best, False
@@ -436,6 +426,5 @@ class GoodputController(Wrapper):
             self._next_probe(bool(accepted))
         if len(tree) and self.asked:  # the levels asked for (a free part may reach deeper)
             self.calibration.observe_path(min(max(depths), self.asked), min(len(accepted), self.asked))
-            self.reach = self.asked if len(accepted) >= self.asked else 0
             if self.steps > 1:
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

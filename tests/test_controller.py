@@ -103,19 +103,20 @@ def test_auto_sampling_keeps_the_seeded_law(monkeypatch):
 
 def test_hybrid_keeps_its_free_ngram_chain_where_eagle_is_not_asked(monkeypatch):
     """The n-gram half of ``hybrid`` costs nothing: where the controller asks EAGLE-3 for no level,
-    the n-gram chain is still proposed as deep as the budget allows (and kept where it pays);
-    greedy output stays the target's and no block is left."""
+    the n-gram chain is still proposed, as deep as the budget allows; greedy output stays the
+    target's and no block is left."""
+    import core.controller
+
     monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (0, False))
+    monkeypatch.setattr(core.controller, "_LEARNED", {})
     prompt = "床前明月光，疑是地上霜。床前明月光，疑是地上霜。床前明月光，"
     decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "hybrid", max_new_tokens=24, k="auto"))
     records = list(decoder.steps(ids))
     assert decoder.result.tokens == target_greedy(decoder.target, ids, 24)
     assert decoder.result.kv["blocks_in_use_after"] == 0
-    chains = [r for r in records if r.nodes]
-    assert chains and all(r.decision.depth == 0 for r in records)
-    assert all(n.proposer == "ngram" for r in chains for n in r.nodes)
-    assert max(r.decision.offered for r in chains) > 4  # chains several tokens long, though no level was asked
-    assert sum(r.accepted_length for r in records) > 0
+    assert all(r.decision.depth == 0 for r in records)
+    assert max(r.decision.offered for r in records) > 4  # chains several tokens long, though no level was asked
+    assert all(n.proposer == "ngram" for r in records for n in r.nodes)
 
 
 def test_the_cost_curve_is_measured_once_and_cached(tmp_path, monkeypatch, tiny):
@@ -168,7 +169,7 @@ def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
         c.draft_cost.observe(1, depth, level_s * depth)
     for _ in range(30):
         c.calibration.observe_path(4, 4 if accepted else 0)
-    c.plain_steps, c.probe_gap, c.probe_s, c.reach = 0, 4, None, 0
+    c.plain_steps, c.probe_gap, c.probe_s = 0, 4, None
     return c
 
 
@@ -185,22 +186,6 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
     assert bad.probe_gap >= 8  # a miss: wait longer (twice, and at most 2% of the time on probes)
     bad._next_probe(hit=True)
     assert bad.probe_gap == 0  # a hit: look again at once
-
-
-def test_a_draft_kept_whole_is_followed_by_one_a_level_deeper():
-    """Where one level does not pay but deeper drafts might (a level costs a third of a step), a
-    kept probe leads to a two-level one, a two-level draft kept whole to a three-level one; a miss
-    ends the climb."""
-    c = _controller(FLAT, level_s=0.003, accepted=False)
-    c.plain_steps = 4  # a probe is due
-    assert c._depth(8, c._plain_s()) == (1, True)
-    c.reach = 1  # the target kept it
-    assert c._depth(8, c._plain_s()) == (2, True)
-    c.reach = 2
-    assert c._depth(8, c._plain_s()) == (3, True)
-    assert c._depth(2, c._plain_s()) == (0, False)  # a miss (reach 0): off again
-    c.reach = 3
-    assert c._depth(3, c._plain_s()) == (3, True)  # never past the limit
 
 
 def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off_until_due():
