@@ -15,8 +15,10 @@ It wraps any drafter. Each step:
    not pay it probes with one level (verified whatever its confidence): at the first step of a
    run that knows nothing yet, again at once after a probe whose token was kept, else after 1, 2,
    4, ... 32 plain steps, or more where a probe is dear (what a probe loses against plain decoding,
-   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A drafter that costs (almost) nothing (n-gram lookup) is always asked for its
-   full depth.
+   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A drafter that costs
+   (almost) nothing (n-gram lookup) is always asked for its full depth; one with a free part
+   (``hybrid``'s n-gram chain) has that part go as deep as the budget allows, also when no level
+   is asked.
 2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
    confidence q, calibrated on this run: the share of reached nodes with a similar q that the
    target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is
@@ -381,7 +383,10 @@ class GoodputController(Wrapper):
         """Plain steps before the next probe. After a hit, none: one more kept token may be what
         turns drafting on, and the prompt may be one where the drafter shines. After a miss, twice
         the last gap, and enough that probing costs at most ``PROBE_SHARE`` of the time."""
-        self.probe_gap = 0 if hit else min(MAX_PROBE_GAP, max(2 * self.probe_gap, self._affordable_gap(self.probe_s)))
+        if hit:
+            self.probe_gap = 0
+        else:
+            self.probe_gap = min(MAX_PROBE_GAP, max(2 * self.probe_gap, self._affordable_gap(self.probe_s)))
 
     def _affordable_gap(self, probe_s: float) -> int:
         """Plain steps between probes costing ``probe_s`` beyond a plain step, so that what they lose
@@ -424,7 +429,8 @@ class GoodputController(Wrapper):
                 self.calibration.observe(tree.draft_probs[node], node in kept)
         if self.probe_s is not None:
             self._next_probe(bool(accepted))
-        if len(tree) and self.asked:  # the levels asked for (a free part may reach deeper)
-            self.calibration.observe_path(min(max(depths), self.asked), min(len(accepted), self.asked))
+        if len(tree):
+            if self.asked:  # the levels asked for (a free part may reach deeper)
+                self.calibration.observe_path(min(max(depths), self.asked), min(len(accepted), self.asked))
             if self.steps > 1:
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))
