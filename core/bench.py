@@ -287,7 +287,8 @@ def markdown_table(result: dict) -> str:
     for group, rows in (("ours", result["drafters"]), ("transformers", result["hf"])):
         for name, row in rows.items():
             label = name if group == "ours" else f"transformers {name}"
-            halves = " / ".join(f"{v:.2f}×" for v in row.get("speedup_by_language", {}).values())
+            by_language = row.get("speedup_by_language", {})
+            halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
             lines.append(
                 f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
                 f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "

@@ -96,3 +96,19 @@ def test_cli_refuses_a_bad_sweep_before_measuring(capsys):
     assert "error: batch size must be between 1 and 16 on cpu (got 32)" in capsys.readouterr().err
     assert main(["bench", "--drafters", "draft,ngram"]) == 2
     assert "must include none" in capsys.readouterr().err
+
+
+def test_the_table_puts_each_language_under_its_own_heading():
+    """The ``zh / en`` column: the Chinese half's speedup first, whatever order the summary holds
+    them in (it sorts them, so English came first and every table read them swapped)."""
+    from core.bench import markdown_table
+
+    row = {"tokens_per_s": 30.0, "speedup": 1.5, "min_speedup": 1.1, "speedup_by_language": {"en": 1.25, "zh": 2.5},
+           "mean_accepted_tokens": 2.0, "acceptance_rate": 0.5, "identical_to_baseline": True}
+    result = {"preset": "tiny", "prompts": 2, "max_new_tokens": 8, "repeats": 1, "k": 4, "tree": None,
+              "torch_threads": 1, "drafters": {"ngram": row, "half": {**row, "speedup_by_language": {"en": 1.0}}},
+              "hf": {}}
+    lines = markdown_table(result).splitlines()
+    assert lines[2].split(" | ")[3] == "zh / en"
+    assert "| 2.50× / 1.25× |" in next(line for line in lines if line.startswith("| ngram "))
+    assert "| – / 1.00× |" in next(line for line in lines if line.startswith("| half "))
