@@ -189,8 +189,9 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
 
 
 def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off_until_due():
-    """After a miss the gap doubles, and grows with what a probe loses; while off, no depth is
-    even weighed (the decision cannot change before the next probe)."""
+    """The gap between probes grows with what a probe loses (its cost less the token it may win),
+    to at most 32 plain steps; while off, no depth is even weighed (nothing about drafting is
+    learned before the next probe)."""
     c = _controller(FLAT, level_s=0.004, accepted=False)
     c.probe_s = 0.5 * FLAT.forward_s  # a probe costs half a step and, never kept, wins nothing
     assert 23 <= c._affordable_gap(c.probe_s) <= 25  # about 0.5 step lost, at most 2% of the time
