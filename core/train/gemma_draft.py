@@ -1,6 +1,6 @@
 """Train the small ``draft`` model of ``gemma-270m``: a 2-layer Llama over 4,096 of Gemma's tokens.
 
-    python -m core.train.gemma_draft [--threads 1] [--steps 400] [--distill-steps 600]
+    python -m core.train.gemma_draft [--threads 1] [--steps 400] [--distill-steps 600] [--data cache]
 
 No smaller model with Gemma's tokenizer is to be had offline, and a small LM that kept Gemma's
 262,144-row embedding would be mostly embedding (and as slow to draft with as its LM head). So
@@ -14,7 +14,10 @@ Training, in two phases:
 1. language modelling on the public-domain corpus (core.train.corpus: Tang/Song poems, Austen,
    the KJV), tokenised with Gemma's tokenizer (labels outside the reduced vocabulary ignored);
 2. distillation on Gemma's own continuations (the data of core.train.gemma_drafters): soft
-   cross-entropy against Gemma's top-8 next-token law, mixed with phase 1's loss.
+   cross-entropy against Gemma's top-8 next-token law, mixed with phase 1's loss. With ``--data
+   cache`` (or ``--data FOLDER``) on the drafter data of ``python -m core.train.drafter_data``
+   instead: a million and more positions with Gemma's top-8 labels (only its tokens and labels
+   are read; the vocabulary is then counted on it too).
 
 Written to ``assets/gemma-270m/draft`` (weights in bfloat16, ``vocab_map.json``, a record of
 the options and held-out top-1 agreement with Gemma's greedy choice in ``training.json``).
@@ -78,6 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--data", help="drafter data folder from core.train.drafter_data, or \"cache\" for this "
+                        "target's under the user's cache (default: the small built-in set)")
     return parser.parse_args(argv)
 
 
@@ -134,9 +139,10 @@ def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks:
     }) + "\n", encoding="utf-8")
     (args.out / "training.json").write_text(json.dumps({
         "command": "python -m core.train.gemma_draft " + " ".join(sys.argv[1:]),
-        "options": {k: v for k, v in vars(args).items() if k != "out"},
+        "options": {k: v for k, v in vars(args).items() if k not in ("out", "data")},
         **timing, "threads": torch.get_num_threads(), "parameters": count_parameters(model),
-        "data": {"corpus": "core.train.corpus training split", "gemma_train": asdict(TRAIN_DATA),
+        "data": {"corpus": "core.train.corpus training split",
+                 "gemma_train": asdict(TRAIN_DATA) if args.data is None else {"folder_key": Path(args.data).name},
                  "gemma_heldout": asdict(HELDOUT_DATA)},
         **checks,
     }, indent=2) + "\n", encoding="utf-8")
@@ -154,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = target.tokenizer
     corpus = build_corpus()
     streams = token_streams(corpus.train, tokenizer)
-    data = load_or_build(target, corpus, TRAIN_DATA, "train")
+    if args.data is None:
+        data = load_or_build(target, corpus, TRAIN_DATA, "train")
+    else:
+        from .drafter_data import load
+        from .gemma_drafters import stored_data_folder
+        args.data = str(stored_data_folder(args.data, target))
+        data = load(Path(args.data), target_model=target.model)
+        print(f"[data] {args.data}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
 
     target_ids = choose_vocabulary(streams, data.greedy, target.vocab_size,
