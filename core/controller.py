@@ -251,7 +251,6 @@ class GoodputController(Wrapper):
         self.probe_gap = 0 if last is None else self._affordable_gap(
             self.draft_cost.seconds(len(prompt_ids), 1) + self._verify_s(2) - self._verify_s(1))
         self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
-        self.asked = 0  # levels this step asked the drafter for
         self.step_start: float | None = None
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
@@ -265,7 +264,6 @@ class GoodputController(Wrapper):
         plain_s = self._plain_s()
         limit = min(ctx.max_depth, self.shape.depth)
         depth, probe = self._depth(limit, plain_s)
-        self.asked = depth
         free = self.inner.free_levels and depth < limit  # the drafter's free part may go deeper than asked
         tree = DraftTree()
         if depth or free:
@@ -430,7 +428,8 @@ class GoodputController(Wrapper):
         if self.probe_s is not None:
             self._next_probe(bool(accepted))
         if len(tree):
-            if self.asked:  # the levels asked for (a free part may reach deeper)
-                self.calibration.observe_path(min(max(depths), self.asked), min(len(accepted), self.asked))
+            asked = self.last_decision.depth  # the levels asked for (a free part may reach deeper)
+            if asked:
+                self.calibration.observe_path(min(max(depths), asked), min(len(accepted), asked))
             if self.steps > 1:
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))
