@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
@@ -155,15 +156,16 @@ def train_config(steps: int, batch: int, lr: float) -> TrainConfig:
 
 
 def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, steps: int, feature_weight: float,
-              generator: torch.Generator, name: str = "eagle") -> float:
-    """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds."""
+              generator: torch.Generator, name: str = "eagle", checkpoint: Path | None = None) -> float:
+    """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds.
+    ``checkpoint``: resume from / save progress to this file (see :func:`core.train.loop.train`)."""
     vocab_index = draft_rows(net.draft_vocab, net.vocab_size)
 
     def loss_of(step: int) -> torch.Tensor:
         rows = torch.randint(len(data), (config.batch_size,), generator=generator)
         return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index)
 
-    return train(net, loss_of, config, name)
+    return train(net, loss_of, config, name, checkpoint, generator)
 
 
 @torch.inference_mode()

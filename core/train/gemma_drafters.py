@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..drafters.learned import save_folder, target_fingerprint
+from ..drafters.learned import load_folder, save_folder, target_fingerprint
 from ..drafters.medusa import MedusaDrafter
 from ..errors import UserError
 from . import drafter_data, eagle, medusa
@@ -90,25 +90,38 @@ def stored_data_folder(choice: str, target) -> Path:
     return max(mine, key=lambda folder: len(done_shards(folder)))
 
 
+def start_from(net: torch.nn.Module, folder: Path, target) -> None:
+    """Begin training from the weights in ``folder`` (a drafter of the same kind and shape); its
+    draft vocabulary is not taken: the LM head is the target's, so ``net`` may keep another one."""
+    _, state = load_folder(folder, folder.name, target.model)
+    state = {name: tensor.float() for name, tensor in state.items() if name != "draft_vocab"}
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"draft_vocab"}:
+        raise UserError(f"{folder} is not a drafter of this shape (missing {missing}, unexpected {unexpected})")
+    print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
+
+
 def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
     num_layers = target.model.config.get_text_config().num_hidden_layers
     recipe = eagle.DRAFTERS[kind].recipe
     layers = recipe.layers(num_layers)
     generator = seeded(args.seed)
-    draft_vocab = eagle.draft_vocabulary(data, str(DRAFT_VOCAB), target.vocab_size)
+    draft_vocab = eagle.draft_vocabulary(data, str(args.draft_vocab), target.vocab_size)
     net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
+    if args.init is not None:
+        start_from(net, args.init / kind, target)
     ttt = min(args.ttt_steps, recipe.ttt_steps)  # EAGLE-1 trains without training-time test
     feature_weight = recipe.feature_weight
     steps = args.eagle3_steps if recipe.fused_layers else args.eagle_steps
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
-          f"{DRAFT_VOCAB}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
+          f"{args.draft_vocab}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
     config = eagle.train_config(steps, args.batch, args.lr)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, args.checkpoint)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
-               "batch": args.batch, "lr": args.lr, "draft_vocab": DRAFT_VOCAB, "intermediate_size": INTERMEDIATE,
-               "seed": args.seed}
+               "batch": args.batch, "lr": args.lr, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
+               "seed": args.seed, "init": None if args.init is None else str(args.init / kind)}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
     save_folder(out / kind, saved, net)
@@ -147,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8, help="EAGLE batch (sequences)")
     parser.add_argument("--lr", type=float, default=2e-3, help="EAGLE peak learning rate")
     parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3 training-time test unroll steps")
+    parser.add_argument("--draft-vocab", default=str(DRAFT_VOCAB),
+                        help=f"EAGLE's draft vocabulary: N most chosen tokens, auto or all (default {DRAFT_VOCAB})")
+    parser.add_argument("--init", type=Path, help="start EAGLE training from the drafters in this folder")
     parser.add_argument("--eagle3-steps", type=int, default=1200)
     parser.add_argument("--eagle-steps", type=int, default=1200)
     parser.add_argument("--medusa-steps", type=int, default=600)
@@ -156,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-fraction", type=float, default=1.0,
                         help="train on this seeded random share of the training sequences (a data-scaling ablation)")
     args = parser.parse_args(argv)
+    args.checkpoint = None
     if not 0 < args.data_fraction <= 1:
         parser.error("--data-fraction must be in (0, 1]")
 

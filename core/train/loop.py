@@ -1,5 +1,5 @@
 """The one training loop every trainer runs: AdamW, linear warmup then cosine decay, gradient
-clipping, optional bf16 autocast, progress on stderr.
+clipping, optional bf16 autocast, progress on stderr, and (given a checkpoint path) a resumable run.
 
 A trainer brings its own loss: ``loss_of(step)`` draws its batch (from a generator it seeded)
 and returns the loss of that batch; the loop does the rest::
@@ -7,6 +7,10 @@ and returns the loss of that batch; the loop does the rest::
     generator = seeded(args.seed)                  # before the weights are initialised
     model = build(...)
     seconds = train(model, lambda step: my_loss(model, next(batches)), TrainConfig(steps=300), "name")
+
+With ``checkpoint=`` the loop saves the weights, optimiser, schedule, step and the batch
+generator's state every ``CHECKPOINT_EVERY`` steps; run again with the same checkpoint path, it
+picks up where it stopped and ends with the weights an unbroken run would have.
 """
 from __future__ import annotations
 
@@ -14,11 +18,13 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
 LOG_EVERY = 25  # steps between progress lines
+CHECKPOINT_EVERY = 100  # steps between checkpoints of a resumable run
 
 
 @dataclass(frozen=True)
@@ -66,18 +72,25 @@ def count_parameters(module: torch.nn.Module) -> int:
 
 
 def train(module: torch.nn.Module, loss_of: Callable[[int], torch.Tensor], config: TrainConfig,
-          name: str = "model") -> float:
-    """Train ``module``'s trainable parameters in place for ``config.steps`` steps; returns wall seconds.
+          name: str = "model", checkpoint: Path | None = None, generator: torch.Generator | None = None) -> float:
+    """Train ``module``'s trainable parameters in place for ``config.steps`` steps; returns wall seconds
+    (of every sitting, when resumed).
 
     ``loss_of(step)`` draws step ``step``'s batch and returns its loss (run under bf16 autocast when
     ``config.bf16_autocast``). Progress goes to stderr every ``LOG_EVERY`` steps and at the last.
+    ``checkpoint``: a file to save progress to and resume from (``generator``: the batch generator
+    ``loss_of`` draws from, saved with it); it is removed once the run is done.
     """
     params = [p for p in module.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config))
+    first, spent = 0, 0.0
+    if checkpoint is not None and checkpoint.exists():
+        first, spent = _resume(checkpoint, module, optimizer, schedule, generator, config)
+        print(f"[{name}] resumed at step {first}/{config.steps} from {checkpoint}", file=sys.stderr, flush=True)
     module.train()
-    start = time.perf_counter()
-    for step in range(config.steps):
+    start = time.perf_counter() - spent
+    for step in range(first, config.steps):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast):
             loss = loss_of(step)
         optimizer.zero_grad(set_to_none=True)
@@ -88,8 +101,34 @@ def train(module: torch.nn.Module, loss_of: Callable[[int], torch.Tensor], confi
         schedule.step()
         if step % LOG_EVERY == 0 or step == config.steps - 1:
             log_progress(name, step + 1, config.steps, loss.item(), time.perf_counter() - start)
+        if checkpoint is not None and (step + 1) % CHECKPOINT_EVERY == 0 and step + 1 < config.steps:
+            _save(checkpoint, step + 1, time.perf_counter() - start, module, optimizer, schedule, generator, config)
     module.eval()
+    if checkpoint is not None:
+        checkpoint.unlink(missing_ok=True)
     return time.perf_counter() - start
+
+
+def _save(path: Path, step: int, seconds: float, module, optimizer, schedule, generator, config: TrainConfig) -> None:
+    state = {"step": step, "seconds": seconds, "config": asdict(config), "module": module.state_dict(),
+             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+             "generator": None if generator is None else generator.get_state()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(state, partial)
+    partial.replace(path)  # a run stopped mid-save keeps the previous checkpoint
+
+
+def _resume(path: Path, module, optimizer, schedule, generator, config: TrainConfig) -> tuple[int, float]:
+    state = torch.load(path, weights_only=True)
+    if state["config"] != asdict(config):
+        raise ValueError(f"{path} is a checkpoint of other training settings; remove it to start afresh")
+    module.load_state_dict(state["module"])
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    if generator is not None:
+        generator.set_state(state["generator"])
+    return state["step"], state["seconds"]
 
 
 def log_progress(name: str, done: int, steps: int, loss: float, elapsed: float) -> None:

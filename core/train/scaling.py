@@ -5,13 +5,15 @@ held-out prompts (greedy, a 6-token chain: acceptance at depths 1-6 and tau).
     python -m core.train.scaling --data cache [--fractions 0.05,0.2,1] [--steps 1000] [--threads 2] \\
         [--ship assets/gemma-270m] [--out docs/benchmarks/gemma-cpu/scaling.json]
 
-Every run's result is kept under the user's cache (``.../scaling/``) as soon as it is measured, so
-an interrupted sweep resumes where it stopped. ``--ship`` writes the weights of the runs on all of
+Every run's result is kept under the user's cache (``.../scaling/``) as soon as it is measured, and
+a run in training saves a checkpoint there every 100 steps, so an interrupted sweep resumes where it
+stopped (the same command again). ``--ship`` writes the weights of the runs on all of
 the data (fraction 1) into the shipped drafter folder; the other runs' weights stay in the cache.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -21,28 +23,41 @@ import torch
 
 from ..drafters.base import DraftShape
 from . import drafter_data, eagle, heldout
-from .gemma_drafters import HELDOUT_DATA, stored_data_folder, subset, train_eagle
+from .gemma_drafters import DRAFT_VOCAB, HELDOUT_DATA, stored_data_folder, subset, train_eagle
 
+DEFAULT_LR = 2e-3
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 SCALING_VERSION = 1
 
 
 def run_key(kind: str, fraction: float, args) -> str:
-    return f"v{SCALING_VERSION}-{args.data.name}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
+    """The cache name of one run: what it trained on and how (a non-default vocabulary and the
+    weights it started from, by their digest, only when given)."""
+    key = f"v{SCALING_VERSION}-{args.data.name}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
+    if args.lr != DEFAULT_LR:
+        key += f"-lr{args.lr:g}"
+    if args.draft_vocab != str(DRAFT_VOCAB):
+        key += f"-vocab{args.draft_vocab}"
+    if args.init is not None:
+        weights = (args.init / kind / "model.safetensors").read_bytes()
+        key += f"-from{hashlib.sha256(weights).hexdigest()[:8]}"
+    return key
 
 
 def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dict:
     """Train ``kind`` on ``fraction`` of ``data``; decode the held-out prompts with it."""
     cache = drafter_data.cache_root().parent / "scaling"
-    result_path = cache / f"{run_key(kind, fraction, args)}.json"
+    key = run_key(kind, fraction, args)
+    result_path = cache / f"{key}.json"
     if result_path.exists():
         print(f"[scaling] {kind} on {fraction:.0%}: measured before ({result_path})", file=sys.stderr)
         return json.loads(result_path.read_text(encoding="utf-8"))
-    out = args.ship if fraction == 1 and args.ship else cache / run_key(kind, fraction, args)
+    out = args.ship if fraction == 1 and args.ship else cache / key
     share = data if fraction == 1 else subset(data, fraction, args.seed)
     trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
                                       eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
-                                      data_fraction=fraction)
+                                      data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init,
+                                      checkpoint=cache / f"{key}.ckpt")
     start = time.perf_counter()
     train_eagle(kind, target, share, heldout_data, out, trainer_args)
     seconds = time.perf_counter() - start
@@ -70,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafters", default=",".join(reversed(eagle.DRAFTERS)), help="eagle3,eagle (default)")
     parser.add_argument("--steps", type=int, default=1000, help="optimiser steps of every run (default 1000)")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=DEFAULT_LR)
+    parser.add_argument("--draft-vocab", default=str(DRAFT_VOCAB),
+                        help=f"the draft vocabulary: the N tokens Gemma chooses most often (default {DRAFT_VOCAB})")
+    parser.add_argument("--init", type=Path,
+                        help="start each drafter from the weights in this folder (e.g. assets/gemma-270m)")
     parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3's training-time test unroll steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
