@@ -4,6 +4,7 @@ The end-to-end tests use the tiny target with the heads shipped next to it (asse
 eagle, eagle3); the unit tests use hand-written logits or small random networks.
 """
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,9 +20,11 @@ from core.engine import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
 from core.kv_cache import PagedKVCache
 from core.models import LoadedModel
-from core.train.eagle import unroll, unroll_mask
+from core.train.eagle import new_net, unroll, unroll_mask
 from core.train.features import draftable_cross_entropy
+from core.train.gemma_drafters import start_from
 from core.train.medusa import sparse_tree
+from core.train.vocab_coverage import coverage
 from tests.conftest import TINY
 from tests.prompts import LOSSLESS_PROMPTS
 from tests.test_sampling import binned, exact_joint
@@ -213,6 +216,25 @@ def test_a_draft_vocabulary_maps_ids_to_rows_and_logits_back():
     assert to_target_vocab(logits, vocab, 6).tolist() == [[-inf, -inf, 1.0, -inf, -inf, 3.0]]
     assert to_target_vocab(logits, None, 2).tolist() == [[1.0, 3.0]]  # same vocabulary, cut or padded
     assert to_target_vocab(logits, None, 4).tolist() == [[1.0, 3.0, 7.0, -inf]]
+
+
+def test_coverage_is_the_share_of_tokens_a_draft_vocabulary_can_propose():
+    counts = torch.tensor([5.0, 3.0, 1.0, 1.0])  # id 0 is chosen most, then 1
+    held_out = torch.tensor([0, 1, 1, 3])
+    assert coverage(counts, held_out, [1, 2]) == [(1, 0.5, 0.25), (2, pytest.approx(0.8), 0.75)]
+
+
+def test_training_can_start_from_a_drafter_of_another_draft_vocabulary(target, tmp_path):
+    folder = Path("assets/tiny/eagle3")
+    shipped = Eagle3Drafter(DraftShape(1, 2), target, str(folder)).net
+    wider = torch.arange(0, target.vocab_size, 2)[:2048]
+    net = new_net(target.model, "eagle3", shipped.config.target_layers, shipped.config.intermediate_size, wider)
+    start_from(net, folder, target)
+    assert net.draft_vocab.tolist() == wider.tolist()  # its own vocabulary kept
+    mine, theirs = net.state_dict(), shipped.state_dict()
+    assert all(torch.equal(mine[name], theirs[name].float()) for name in theirs if name != "draft_vocab")
+    with pytest.raises(UserError, match="not a drafter of this shape"):
+        start_from(new_net(target.model, "eagle3", shipped.config.target_layers, 512, wider), folder, target)
 
 
 def test_training_weighs_only_tokens_the_draft_vocabulary_holds():

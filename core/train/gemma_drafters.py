@@ -95,7 +95,10 @@ def start_from(net: torch.nn.Module, folder: Path, target) -> None:
     draft vocabulary is not taken: the LM head is the target's, so ``net`` may keep another one."""
     _, state = load_folder(folder, folder.name, target.model)
     state = {name: tensor.float() for name, tensor in state.items() if name != "draft_vocab"}
-    missing, unexpected = net.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = net.load_state_dict(state, strict=False)
+    except RuntimeError as error:  # a weight of another size
+        raise UserError(f"{folder} is not a drafter of this shape: {error}") from None
     if unexpected or set(missing) - {"draft_vocab"}:
         raise UserError(f"{folder} is not a drafter of this shape (missing {missing}, unexpected {unexpected})")
     print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
