@@ -1,0 +1,26 @@
+"""The scaling sweep's cache names: a run is found again only under the settings it ran with."""
+import argparse
+from pathlib import Path
+
+from safetensors.torch import save_file
+import torch
+
+from core.train.scaling import run_key
+
+
+def args(**changes):
+    base = dict(data=Path("gemma-270m-abc"), steps=3000, seed=0, lr=2e-3, draft_vocab="4096", init=None)
+    return argparse.Namespace(**{**base, **changes})
+
+
+def test_the_default_recipe_keeps_the_name_earlier_runs_were_cached_under():
+    assert run_key("eagle3", 1.0, args()) == "v1-gemma-270m-abc-eagle3-f1-s3000-seed0"
+
+
+def test_another_vocabulary_rate_or_starting_point_is_another_run(tmp_path):
+    (tmp_path / "eagle3").mkdir()
+    save_file({"w": torch.zeros(2)}, tmp_path / "eagle3" / "model.safetensors")
+    key = run_key("eagle3", 1.0, args(lr=1e-3, draft_vocab="8192", init=tmp_path))
+    assert key.startswith("v1-gemma-270m-abc-eagle3-f1-s3000-seed0-lr0.001-vocab8192-from")
+    save_file({"w": torch.ones(2)}, tmp_path / "eagle3" / "model.safetensors")
+    assert run_key("eagle3", 1.0, args(lr=1e-3, draft_vocab="8192", init=tmp_path)) != key  # other weights
