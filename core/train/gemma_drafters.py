@@ -47,6 +47,7 @@ TRAIN_DATA = DataSettings(sequences=768, seq_len=64, prompt_len=16, corpus_share
 HELDOUT_DATA = DataSettings(sequences=32, seq_len=48, prompt_len=16, corpus_share=0.0, sampled_share=0.0,
                             zh_share=0.5)
 DRAFT_VOCAB = 4096
+EAGLE_LR = 2e-3  # EAGLE's peak learning rate
 INTERMEDIATE = 1024
 
 
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=8, help="EAGLE batch (sequences)")
-    parser.add_argument("--lr", type=float, default=2e-3, help="EAGLE peak learning rate")
+    parser.add_argument("--lr", type=float, default=EAGLE_LR, help="EAGLE peak learning rate")
     parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3 training-time test unroll steps")
     parser.add_argument("--draft-vocab", default=str(DRAFT_VOCAB),
                         help=f"EAGLE's draft vocabulary: N most chosen tokens, auto or all (default {DRAFT_VOCAB})")

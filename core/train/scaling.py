@@ -23,18 +23,17 @@ import torch
 
 from ..drafters.base import DraftShape
 from . import drafter_data, eagle, heldout
-from .gemma_drafters import DRAFT_VOCAB, HELDOUT_DATA, stored_data_folder, subset, train_eagle
+from .gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, stored_data_folder, subset, train_eagle
 
-DEFAULT_LR = 2e-3
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 SCALING_VERSION = 1
 
 
 def run_key(kind: str, fraction: float, args) -> str:
-    """The cache name of one run: what it trained on and how (a non-default vocabulary and the
-    weights it started from, by their digest, only when given)."""
+    """The cache name of one run: what it trained on and how (a learning rate or vocabulary other
+    than the default, and the weights it started from, by their digest, only when given)."""
     key = f"v{SCALING_VERSION}-{args.data.name}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
-    if args.lr != DEFAULT_LR:
+    if args.lr != EAGLE_LR:
         key += f"-lr{args.lr:g}"
     if args.draft_vocab != str(DRAFT_VOCAB):
         key += f"-vocab{args.draft_vocab}"
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafters", default=",".join(reversed(eagle.DRAFTERS)), help="eagle3,eagle (default)")
     parser.add_argument("--steps", type=int, default=1000, help="optimiser steps of every run (default 1000)")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
-    parser.add_argument("--lr", type=float, default=DEFAULT_LR)
+    parser.add_argument("--lr", type=float, default=EAGLE_LR)
     parser.add_argument("--draft-vocab", default=str(DRAFT_VOCAB),
                         help=f"the draft vocabulary: the N tokens Gemma chooses most often (default {DRAFT_VOCAB})")
     parser.add_argument("--init", type=Path,
@@ -99,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     fractions = [float(f) for f in args.fractions.split(",")]
     if not all(0 < f <= 1 for f in fractions):
         parser.error("--fractions must lie in (0, 1]")
+    if args.init and args.ship and args.init.resolve() == args.ship.resolve():
+        parser.error("--ship must be another folder than --init: run again, the command would start from "
+                     "the weights it shipped (leave --ship out: the weights stay in the cache folder)")
 
     torch.set_num_threads(args.threads)
     target = load_model(resolve_preset("gemma-270m").target, "cpu")
