@@ -163,11 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None:
         data = load_or_build(target, corpus, TRAIN_DATA, "train")
     else:
-        from .drafter_data import load
-        from .gemma_drafters import stored_data_folder
-        args.data = str(stored_data_folder(args.data, target))
-        data = load(Path(args.data), target_model=target.model)
-        print(f"[data] {args.data}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
+        from .gemma_drafters import load_stored_data
+        args.data, data = load_stored_data(args.data, target)
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
 
     target_ids = choose_vocabulary(streams, data.greedy, target.vocab_size,

@@ -76,19 +76,24 @@ def record(args, name: str, options: dict, seconds: float, data: DrafterData) ->
     }
 
 
-def stored_data_folder(choice: str, target) -> Path:
-    """``--data``: a folder, or "cache" -- this target's data under the user's cache (the fullest one)."""
+def load_stored_data(choice: str, target) -> tuple[Path, DrafterData]:
+    """``--data``: a folder, or "cache" -- this target's data under the user's cache (the fullest
+    one); returns the folder and its data."""
     from .drafter_data import cache_root, done_shards, read_manifest
 
     if choice != "cache":
-        return Path(choice).expanduser()
-    fingerprint = target_fingerprint(target.model)
-    mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
-            and read_manifest(folder)["target"] == fingerprint]
-    if not mine:
-        raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
-                        "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
-    return max(mine, key=lambda folder: len(done_shards(folder)))
+        folder = Path(choice).expanduser()
+    else:
+        fingerprint = target_fingerprint(target.model)
+        mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
+                and read_manifest(folder)["target"] == fingerprint]
+        if not mine:
+            raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
+                            "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
+        folder = max(mine, key=lambda folder: len(done_shards(folder)))
+    data = drafter_data.load(folder, target_model=target.model)
+    print(f"[data] {folder}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
+    return folder, data
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
@@ -105,7 +110,9 @@ def start_from(net: torch.nn.Module, folder: Path, target) -> None:
     print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
 
 
-def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
+def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: Path | None = None) -> None:
+    """Train ``kind`` on ``data`` and save it in ``out / kind``; ``checkpoint``: a file to resume
+    from and save progress to (``core.train.loop.train``)."""
     num_layers = target.model.config.get_text_config().num_hidden_layers
     recipe = eagle.DRAFTERS[kind].recipe
     layers = recipe.layers(num_layers)
@@ -120,7 +127,7 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args) -> None:
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{args.draft_vocab}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
     config = eagle.train_config(steps, args.batch, args.lr)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, args.checkpoint)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, checkpoint)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
@@ -176,7 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-fraction", type=float, default=1.0,
                         help="train on this seeded random share of the training sequences (a data-scaling ablation)")
     args = parser.parse_args(argv)
-    args.checkpoint = None
     if not 0 < args.data_fraction <= 1:
         parser.error("--data-fraction must be in (0, 1]")
 
@@ -188,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None:
         data = load_or_build(target, corpus, TRAIN_DATA, "train")
     else:
-        args.data = stored_data_folder(args.data, target)
-        data = drafter_data.load(args.data, target_model=target.model)
-        print(f"[data] {args.data}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
+        args.data, data = load_stored_data(args.data, target)
     if args.data_fraction < 1:
         data = subset(data, args.data_fraction, args.seed)
     trainers = {**{name: partial(train_eagle, name) for name in eagle.DRAFTERS}, MedusaDrafter.name: train_medusa}

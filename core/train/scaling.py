@@ -23,7 +23,7 @@ import torch
 
 from ..drafters.base import DraftShape
 from . import drafter_data, eagle, heldout
-from .gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, stored_data_folder, subset, train_eagle
+from .gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
 
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 SCALING_VERSION = 1
@@ -55,10 +55,9 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
     share = data if fraction == 1 else subset(data, fraction, args.seed)
     trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
                                       eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
-                                      data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init,
-                                      checkpoint=cache / f"{key}.ckpt")
+                                      data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init)
     start = time.perf_counter()
-    train_eagle(kind, target, share, heldout_data, out, trainer_args)
+    train_eagle(kind, target, share, heldout_data, out, trainer_args, checkpoint=cache / f"{key}.ckpt")
     seconds = time.perf_counter() - start
     drafter = eagle.DRAFTERS[kind]
     numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind)),
@@ -104,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     target = load_model(resolve_preset("gemma-270m").target, "cpu")
-    args.data = stored_data_folder(args.data, target)
-    data = drafter_data.load(args.data, target_model=target.model)
+    args.data, data = load_stored_data(args.data, target)
     heldout_data = load_or_build(target, build_corpus(), HELDOUT_DATA, "heldout")
     results = [measure(kind, fraction, target, data, heldout_data, args)
                for fraction in fractions for kind in args.drafters.split(",")]

@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from . import drafter_data
-from .gemma_drafters import stored_data_folder
+from ..api import target_greedy
+from .gemma_drafters import load_stored_data
 from .heldout import MAX_NEW_TOKENS, heldout_prompts
 
 
@@ -27,15 +27,9 @@ def coverage(counts: torch.Tensor, tokens: torch.Tensor, sizes: list[int]) -> li
             for n in sizes]
 
 
-@torch.inference_mode()
 def heldout_greedy(target) -> torch.Tensor:
     """The target's greedy continuations of the held-out prompts, concatenated."""
-    model = target.model
-    outputs = []
-    for ids in heldout_prompts(target):
-        out = model.generate(torch.tensor([ids], device=model.device), max_new_tokens=MAX_NEW_TOKENS, do_sample=False)
-        outputs.append(out[0, len(ids):].cpu())
-    return torch.cat(outputs)
+    return torch.tensor([token for ids in heldout_prompts(target) for token in target_greedy(target, ids, MAX_NEW_TOKENS)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(resolve_preset("gemma-270m").target, "cpu")
-    data = drafter_data.load(stored_data_folder(args.data, target), target_model=target.model)
+    _, data = load_stored_data(args.data, target)
     counts = torch.bincount(data.greedy.flatten(), minlength=target.vocab_size)
     print("| draft vocabulary | share of the data's greedy tokens | share of the held-out greedy tokens |")
     print("|---|---|---|")
