@@ -1,14 +1,17 @@
 """The drafter-data pipeline (core.train.drafter_data) on the tiny target: shards in the user's
 cache, resumable with the same result as one run, labels the target's own."""
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors import safe_open
 
+from core.errors import UserError
 from core.models import load_model, resolve_preset
 from core.train import drafter_data, eagle, medusa
+from core.train.gemma_drafters import load_stored_data
 from core.train.tiny import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -107,7 +110,24 @@ def test_trainers_read_the_shards(cache):
         data.layers((0,), slice(None))  # the embeddings are not stored
 
 
-def replace_batch(config: TrainConfig, batch: int) -> TrainConfig:
-    from dataclasses import replace
+def test_several_folders_load_as_one(cache):
+    """Data made with other settings (here all distilled, another seed) trains together with the
+    first folder's; folders that keep other layers are refused, naming the folder."""
+    first = drafter_data.build(SETTINGS, drafter_data.RunOptions(SHARD, "cpu", batch_size=4), log=lambda m: None)
+    distilled = replace(SETTINGS, distill_share=1.0, seed=4)
+    second = drafter_data.build(distilled, drafter_data.RunOptions(2 * SHARD, "cpu", batch_size=4), log=lambda m: None)
+    both = drafter_data.load([first, second])
+    one, two = drafter_data.load(first), drafter_data.load(second)
+    assert len(both) == len(one) + len(two) == 3 * SETTINGS.shard_sequences
+    for name in ("tokens", "hidden", "top_ids", "top_probs"):
+        assert torch.equal(getattr(both, name), torch.cat([getattr(one, name), getattr(two, name)])), name
+    # the trainers' --data: a folder name alone is one under the cache; the key names both
+    key, data = load_stored_data(f"{first.name}, {second}", load_model(resolve_preset("tiny").target, "cpu"))
+    assert key == f"{first.name}+{second.name}" and torch.equal(data.tokens, both.tokens)
+    other = drafter_data.build(replace(SETTINGS, layers=(1, 4)), drafter_data.RunOptions(SHARD, "cpu"), log=lambda m: None)
+    with pytest.raises(UserError, match=f"{other}.*same layers"):
+        drafter_data.load([first, other])
 
+
+def replace_batch(config: TrainConfig, batch: int) -> TrainConfig:
     return replace(config, batch_size=batch)

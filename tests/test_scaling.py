@@ -9,7 +9,7 @@ from core.train.scaling import run_key
 
 
 def args(**changes):
-    base = dict(data=Path("gemma-270m-abc"), steps=3000, seed=0, lr=2e-3, draft_vocab="4096", init=None)
+    base = dict(data="gemma-270m-abc", steps=3000, seed=0, lr=2e-3, draft_vocab="4096", init=None)
     return argparse.Namespace(**{**base, **changes})
 
 
@@ -24,3 +24,15 @@ def test_another_vocabulary_rate_or_starting_point_is_another_run(tmp_path):
     assert key.startswith("v1-gemma-270m-abc-eagle3-f1-s3000-seed0-lr0.001-vocab8192-from")
     save_file({"w": torch.ones(2)}, tmp_path / "eagle3" / "model.safetensors")
     assert run_key("eagle3", 1.0, args(lr=1e-3, draft_vocab="8192", init=tmp_path)) != key  # other weights
+
+
+def test_more_data_folders_are_another_run():
+    assert run_key("eagle3", 1.0, args(data="gemma-270m-abc+gemma-270m-def")) == \
+        "v1-gemma-270m-abc+gemma-270m-def-eagle3-f1-s3000-seed0"
+
+
+def test_model_cards_name_no_home_folder():
+    from core.train.gemma_drafters import home_relative
+
+    assert home_relative(Path("assets/gemma-270m/eagle3")) == "assets/gemma-270m/eagle3"  # as given
+    assert home_relative(Path.home() / ".cache" / "run" / "eagle3") == "~/.cache/run/eagle3"

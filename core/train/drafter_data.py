@@ -44,7 +44,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -538,23 +538,40 @@ def iter_shards(folder: Path, max_positions: int | None = None, target_model=Non
         yield read_shard(path, layer_ids)
 
 
-def load(folder: Path, max_positions: int | None = None, target_model=None) -> StoredDrafterData:
+def _sequences_in(path: Path) -> int:
+    with safe_open(str(path), "pt") as f:
+        return f.get_slice("tokens").get_shape()[0]
+
+
+def load(folders: Path | Sequence[Path], max_positions: int | None = None, target_model=None) -> StoredDrafterData:
     """The shards of :func:`iter_shards` as one ``DrafterData`` for core.train.eagle /
     core.train.medusa: bf16 hidden states, about ``2 * H * len(layers) + 140`` bytes a position
-    in RAM (5.3 GB for 1M Gemma positions), filled shard by shard so the peak is that plus one shard."""
-    layer_ids, paths = _shards_to_read(Path(folder), max_positions, target_model)
-    if not paths:
-        raise UserError(f"the drafter data in {folder} has no shard yet")
+    in RAM (5.3 GB for 1M Gemma positions), filled shard by shard so the peak is that plus one shard.
+    Several folders (made with other settings, e.g. another ``--distill-share``) are read one after
+    the other into the same data; they must keep the same layers and sequence length."""
+    folders = [Path(folders)] if isinstance(folders, (str, Path)) else [Path(f) for f in folders]
+    layer_ids, paths = None, []
+    for folder in folders:
+        layers, found = _shards_to_read(folder, max_positions, target_model)
+        if not found:
+            raise UserError(f"the drafter data in {folder} has no shard yet")
+        if layer_ids is not None and layers != layer_ids:
+            raise UserError(f"the drafter data in {folder} keeps layers {list(layers)}, the first folder "
+                            f"{list(layer_ids)}: data of one training run must keep the same layers")
+        layer_ids, paths = layers, paths + found
     fields = ("tokens", "hidden", "top_ids", "top_probs")
-    out: dict[str, torch.Tensor] = {}
-    for number, path in enumerate(paths):
-        shard = read_shard(path, layer_ids)
-        rows = len(shard)
-        if not out:
-            out = {name: torch.empty((rows * len(paths), *getattr(shard, name).shape[1:]),
-                                     dtype=getattr(shard, name).dtype) for name in fields}
+    shards = [read_shard(path, layer_ids) for path in paths[:1]]
+    sizes = [_sequences_in(path) for path in paths]
+    out = {name: torch.empty((sum(sizes), *getattr(shards[0], name).shape[1:]), dtype=getattr(shards[0], name).dtype)
+           for name in fields}
+    start = 0
+    for path, rows in zip(paths, sizes):
+        shard = shards.pop() if shards else read_shard(path, layer_ids)
         for name in fields:
-            out[name][number * rows : (number + 1) * rows] = getattr(shard, name)
+            if getattr(shard, name).shape[1:] != out[name].shape[1:]:
+                raise UserError(f"{path}: sequences of another length than the first folder's")
+            out[name][start : start + rows] = getattr(shard, name)
+        start += rows
     return StoredDrafterData(**out, layer_ids=layer_ids)
 
 

@@ -142,7 +142,7 @@ def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks:
         "options": {k: v for k, v in vars(args).items() if k not in ("out", "data")},
         **timing, "threads": torch.get_num_threads(), "parameters": count_parameters(model),
         "data": {"corpus": "core.train.corpus training split",
-                 "gemma_train": asdict(TRAIN_DATA) if args.data is None else {"folder_key": Path(args.data).name},
+                 "gemma_train": asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data},
                  "gemma_heldout": asdict(HELDOUT_DATA)},
         **checks,
     }, indent=2) + "\n", encoding="utf-8")

@@ -67,33 +67,50 @@ def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
 
 
 def record(args, name: str, options: dict, seconds: float, data: DrafterData) -> dict:
-    train = asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data.name, "positions": data.tokens.numel()}
+    train = asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data, "positions": data.tokens.numel()}
     return {
-        "command": f"python -m core.train.{Path(sys.argv[0]).stem} " + " ".join(sys.argv[1:]),  # or core.train.scaling
+        "command": f"python -m core.train.{Path(sys.argv[0]).stem} "  # or core.train.scaling
+                   + " ".join(home_relative(Path(a)) if a.startswith(str(Path.home())) else a for a in sys.argv[1:]),
         "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
         "data": {"train": train, "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
         "stored_dtype": "bfloat16",
     }
 
 
-def load_stored_data(choice: str, target) -> tuple[Path, DrafterData]:
-    """``--data``: a folder, or "cache" -- this target's data under the user's cache (the fullest
-    one); returns the folder and its data."""
+def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
+    """``--data``: a folder, "cache" -- this target's data under the user's cache (the fullest
+    one) -- or several of them, comma-separated (a name alone is a folder under the cache); returns
+    the data and its key, the folder names joined by "+"."""
     from .drafter_data import cache_root, done_shards, read_manifest
 
-    if choice != "cache":
-        folder = Path(choice).expanduser()
-    else:
+    def resolve(entry: str) -> Path:
+        if entry != "cache":
+            folder = Path(entry).expanduser()
+            return folder if folder.exists() or len(folder.parts) > 1 else cache_root() / entry
         fingerprint = target_fingerprint(target.model)
         mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
                 and read_manifest(folder)["target"] == fingerprint]
         if not mine:
             raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
                             "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
-        folder = max(mine, key=lambda folder: len(done_shards(folder)))
-    data = drafter_data.load(folder, target_model=target.model)
-    print(f"[data] {folder}: {len(data):,} sequences, {data.tokens.numel():,} positions", file=sys.stderr)
-    return folder, data
+        return max(mine, key=lambda folder: len(done_shards(folder)))
+
+    folders = [resolve(entry.strip()) for entry in choice.split(",") if entry.strip()]
+    data = drafter_data.load(folders, target_model=target.model)
+    print(f"[data] {', '.join(map(str, folders))}: {len(data):,} sequences, {data.tokens.numel():,} positions",
+          file=sys.stderr)
+    return "+".join(folder.name for folder in folders), data
+
+
+def home_relative(path: Path) -> str:
+    """``path`` as recorded in a model card: under the home folder as ``~/...`` (e.g. a run of
+    ``core.train.scaling`` in the user's cache), so no card names the machine it was trained on."""
+    if not path.expanduser().is_absolute():
+        return str(path)  # as given, e.g. assets/gemma-270m/eagle3
+    try:
+        return str(Path("~") / path.expanduser().relative_to(Path.home()))
+    except ValueError:
+        return str(path)
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
@@ -132,7 +149,7 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
                "batch": args.batch, "lr": args.lr, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
-               "seed": args.seed, "init": None if args.init is None else str(args.init / kind)}
+               "seed": args.seed, "init": None if args.init is None else home_relative(args.init / kind)}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
     save_folder(out / kind, saved, net)

@@ -32,7 +32,7 @@ SCALING_VERSION = 1
 def run_key(kind: str, fraction: float, args) -> str:
     """The cache name of one run: what it trained on and how (a learning rate or vocabulary other
     than the default, and the weights it started from, by their digest, only when given)."""
-    key = f"v{SCALING_VERSION}-{args.data.name}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
+    key = f"v{SCALING_VERSION}-{args.data}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
     if args.lr != EAGLE_LR:
         key += f"-lr{args.lr:g}"
     if args.draft_vocab != str(DRAFT_VOCAB):
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m core.train.scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default="cache", help="drafter data folder, or \"cache\" (default)")
+    parser.add_argument("--data", default="cache", help="drafter data folder, \"cache\" (default), or several, comma-separated")
     parser.add_argument("--fractions", default="1,0.2,0.05", help="shares of the data, in the order to run them")
     parser.add_argument("--drafters", default=",".join(reversed(eagle.DRAFTERS)), help="eagle3,eagle (default)")
     parser.add_argument("--steps", type=int, default=1000, help="optimiser steps of every run (default 1000)")
