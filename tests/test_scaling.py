@@ -36,3 +36,4 @@ def test_model_cards_name_no_home_folder():
 
     assert home_relative(Path("assets/gemma-270m/eagle3")) == "assets/gemma-270m/eagle3"  # as given
     assert home_relative(Path.home() / ".cache" / "run" / "eagle3") == "~/.cache/run/eagle3"
+    assert home_relative(f"{Path.home()}-other/x") == f"{Path.home()}-other/x"  # not under it

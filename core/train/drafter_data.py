@@ -560,13 +560,13 @@ def load(folders: Path | Sequence[Path], max_positions: int | None = None, targe
                             f"{list(layer_ids)}: data of one training run must keep the same layers")
         layer_ids, paths = layers, paths + found
     fields = ("tokens", "hidden", "top_ids", "top_probs")
-    shards = [read_shard(path, layer_ids) for path in paths[:1]]
+    first = read_shard(paths[0], layer_ids)
     sizes = [_sequences_in(path) for path in paths]
-    out = {name: torch.empty((sum(sizes), *getattr(shards[0], name).shape[1:]), dtype=getattr(shards[0], name).dtype)
+    out = {name: torch.empty((sum(sizes), *getattr(first, name).shape[1:]), dtype=getattr(first, name).dtype)
            for name in fields}
     start = 0
-    for path, rows in zip(paths, sizes):
-        shard = shards.pop() if shards else read_shard(path, layer_ids)
+    for number, (path, rows) in enumerate(zip(paths, sizes)):
+        shard = first if number == 0 else read_shard(path, layer_ids)
         for name in fields:
             if getattr(shard, name).shape[1:] != out[name].shape[1:]:
                 raise UserError(f"{path}: sequences of another length than the first folder's")

@@ -24,6 +24,7 @@ drafter's ``config.json`` with the options and the training time.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -70,7 +71,7 @@ def record(args, name: str, options: dict, seconds: float, data: DrafterData) ->
     train = asdict(TRAIN_DATA) if args.data is None else {"folder_key": args.data, "positions": data.tokens.numel()}
     return {
         "command": f"python -m core.train.{Path(sys.argv[0]).stem} "  # or core.train.scaling
-                   + " ".join(home_relative(Path(a)) if a.startswith(str(Path.home())) else a for a in sys.argv[1:]),
+                   + " ".join(map(home_relative, sys.argv[1:])),
         "drafter": name, "options": options, "seconds": round(seconds, 1), "threads": torch.get_num_threads(),
         "data": {"train": train, "heldout": asdict(HELDOUT_DATA), "train_fraction": args.data_fraction},
         "stored_dtype": "bfloat16",
@@ -102,15 +103,12 @@ def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
     return "+".join(folder.name for folder in folders), data
 
 
-def home_relative(path: Path) -> str:
+def home_relative(path: Path | str) -> str:
     """``path`` as recorded in a model card: under the home folder as ``~/...`` (e.g. a run of
-    ``core.train.scaling`` in the user's cache), so no card names the machine it was trained on."""
-    if not path.expanduser().is_absolute():
-        return str(path)  # as given, e.g. assets/gemma-270m/eagle3
-    try:
-        return str(Path("~") / path.expanduser().relative_to(Path.home()))
-    except ValueError:
-        return str(path)
+    ``core.train.scaling`` in the user's cache), so no card names the machine it was trained on;
+    anything else as given."""
+    text, home = str(path), str(Path.home())
+    return "~" + text[len(home):] if text == home or text.startswith(home + os.sep) else text
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
