@@ -1,7 +1,9 @@
 """Where a speculative step's time goes: propose / verify / accept / commit / record / the rest.
 
-    python bench/profile_phases.py [--preset tiny] [--drafters none,draft,ngram] [--max-new-tokens 64]
+    python bench/profile_phases.py [--preset tiny] [--drafters none,draft,ngram:auto] [--max-new-tokens 64]
                                    [--prompts FILE] [--threads 1] [--no-records]
+
+Drafters are ``core.bench`` specs (``eagle3:auto``, ``ngram:4``, ``eagle3:4x5:eagle_nodes=24``).
 
 Times each phase of the engine's step (a subclass of SpeculativeDecoder that wraps the four verbs
 and the StepRecord builder) over every prompt, after a warm-up, and the same prompts through
@@ -22,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
 
-from core.request import DecodeRequest
 from core.bench import BenchConfig, hf_runners  # noqa: E402
 from core.engine import SpeculativeDecoder  # noqa: E402
 from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
@@ -59,9 +60,8 @@ class TimedDecoder(SpeculativeDecoder):
         return self._timed("record", super()._record, *args)
 
 
-def profile_engine(prompt: str, args, drafter: str, phases: dict[str, float]) -> int:
-    request = DecodeRequest.of(prompt, args.preset, drafter, k=args.k, max_new_tokens=args.max_new_tokens)
-    decoder, ids = build_decoder(request, record=not args.no_records)
+def profile_engine(prompt: str, config: BenchConfig, drafter: str, phases: dict[str, float], record: bool) -> int:
+    decoder, ids = build_decoder(config.request(prompt, drafter), record=record)
     timed = TimedDecoder(decoder, phases)
     start = perf_counter()
     for _ in timed.steps(ids):
@@ -88,7 +88,8 @@ def main() -> None:
     config = BenchConfig(preset=args.preset, k=args.k, max_new_tokens=args.max_new_tokens)
     hf = [hf_runners(config, p) for p in prompts]
 
-    profile_engine(prompts[0], args, drafters[0], defaultdict(float))  # warm-up
+    for d in drafters:  # warm-up
+        profile_engine(prompts[0], config, d, defaultdict(float), not args.no_records)
     for runners in hf[0].values():
         runners()
     phases = {d: defaultdict(float) for d in drafters}
@@ -96,7 +97,7 @@ def main() -> None:
     tokens: dict[str, int] = defaultdict(int)
     for i, prompt in enumerate(prompts):
         for d in drafters:
-            tokens[d] += profile_engine(prompt, args, d, phases[d])
+            tokens[d] += profile_engine(prompt, config, d, phases[d], not args.no_records)
         for name, run in hf[i].items():
             timing = run()
             hf_wall[name] += timing.wall_s

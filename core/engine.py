@@ -190,7 +190,9 @@ class SpeculativeDecoder:
 
     def _observe(self, tokens: list[int], hidden: list[torch.Tensor], rows: list[int]) -> None:
         if self.drafter.hidden_layers:
-            if rows[-1] == len(rows) - 1:  # rows ascend from 0: the first len(rows), a view (a chain, a plain step)
+            if len(rows) == len(hidden[0]):  # every row (a plain step, the prefill): as they are
+                self.drafter.observe(tokens, hidden)
+            elif rows[-1] == len(rows) - 1:  # rows ascend from 0: the first len(rows), a view (a chain)
                 self.drafter.observe(tokens, [h[: len(rows)] for h in hidden])
             else:
                 self.drafter.observe(tokens, [h[rows] for h in hidden])
@@ -343,7 +345,7 @@ class SpeculativeDecoder:
             slot_grid={str(b): g for b, g in self.kv.slot_states(written, list(commit.freed_slots)).items()},
             pool_in_use=self.kv.cache.pool.blocks_in_use,
         )
-        draft_kv = self.drafter.kv_summary()
+        draft_kv = self.drafter.own_kv()
         expansion = self.drafter.expansion()
         if expansion is not None:
             expansion = expansion.record([text.piece(t) for t in expansion.tokens])
@@ -362,7 +364,7 @@ class SpeculativeDecoder:
             new_tokens_total=new_total,
             target_forwards_total=forwards,
             kv=kv,
-            draft_kv_blocks=None if draft_kv is None else draft_kv["blocks_in_use_after"],
+            draft_kv_blocks=None if draft_kv is None else draft_kv.cache.pool.blocks_in_use,
             draft_s=round(o.draft_s, 6),
             verify_s=round(o.verify_s, 6),
             finished=o.finished,

@@ -191,7 +191,8 @@ class Drafter:
 
     def kv_summary(self) -> dict[str, int] | None:
         """The drafter's own KV counters, if it has a cache."""
-        return None
+        kv = self.own_kv()
+        return None if kv is None else kv.summary()
 
     def own_kv(self):
         """The drafter's own paged cache for this run (``kv_cache.RequestKV``), if it has one."""
@@ -228,9 +229,6 @@ class Wrapper(Drafter):
 
     def stop(self) -> None:
         self.inner.stop()
-
-    def kv_summary(self) -> dict[str, int] | None:
-        return self.inner.kv_summary()
 
     def own_kv(self):
         return self.inner.own_kv()

@@ -142,6 +142,3 @@ class DraftModelDrafter(Drafter):
     def own_kv(self):
         return self.kv
 
-    def kv_summary(self) -> dict[str, int] | None:
-        return None if self.kv is None else self.kv.summary()
-

@@ -207,9 +207,6 @@ class EagleDrafter(Drafter):
     def own_kv(self):
         return self.kv
 
-    def kv_summary(self) -> dict[str, int] | None:
-        return None if self.kv is None else self.kv.summary()
-
     # ---- the three phases ----------------------------------------------------------------------
     def _catch_up(self, tokens: list[int]) -> torch.Tensor:
         """Feed pairs (feature t, token t+1) for the newly observed positions; returns the root's out [H]."""
