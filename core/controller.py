@@ -12,10 +12,13 @@ It wraps any drafter. Each step:
    the verify's extra, v(d + 1) - 1 forwards from ``core.cost``, all scaled by how much longer
    drafting steps really took than this model says. It asks the drafter for the depth with the
    most tokens per second, or for nothing when no depth beats a plain step. While drafting does
-   not pay it probes with one level (verified whatever its confidence): at the first step of a
-   run that knows nothing yet, again at once after a probe whose token was kept, else after 1, 2,
-   4, ... 32 plain steps, or more where a probe is dear (what a probe loses against plain decoding,
-   its cost less the token it may win, at most ``PROBE_SHARE`` of the time). A drafter that costs
+   not pay it probes: it drafts the depth that comes closest to paying and verifies at least one
+   node. A run that knows nothing yet probes one level at its first step; otherwise probes come
+   as often as what they lose allows (their modelled seconds less the tokens they are expected to
+   win, at most ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32
+   plain steps apart), and a new prompt's first probe comes at once where drafting saved more on
+   the recent prompts, per step, than the probe loses over the steps this one has left. After
+   any probe the depths are weighed again with what it taught. A drafter that costs
    (almost) nothing (n-gram lookup) is always asked for its full depth; one with a free part
    (``hybrid``'s n-gram chain) has that part go as deep as the budget allows, also when no level
    is asked.
@@ -54,6 +57,7 @@ MAX_PROBE_GAP = 32  # plain steps at most between two drafting probes
 CHEAP_DRAFT = 0.02  # a drafter whose one-level draft costs less than this share of a plain step: full depth
 PROBE_SHARE = 0.02  # while drafting does not pay, probes may cost this share of the time
 FORGET = 0.95  # acceptance by depth: older steps count this much less per step
+RUN_MEMORY = 0.75  # the seconds drafting saved per step: the recent runs' average, each new run weighing 1 - this
 CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same drafter, shape and target), worth
 # this many observations per bin or level at most: the new prompt's own steps soon outweigh it
 
@@ -220,6 +224,7 @@ class Learned:
     plain_s: float | None
     overrun: float
     verify_scale: float
+    saved_per_step: float  # seconds drafting saved against plain decoding, per step, over the recent runs
 
 
 _LEARNED: dict[tuple, Learned] = {}
@@ -247,10 +252,19 @@ class GoodputController(Wrapper):
         self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
         self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
         self.plain_steps = 0  # plain steps since drafting was last tried
-        # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt) is affordable
-        self.probe_gap = 0 if last is None else self._affordable_gap(
-            self.draft_cost.seconds(len(prompt_ids), 1) + self._verify_s(2) - self._verify_s(1))
         self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
+        self.probe_tokens = 1.0  # the tokens it is expected to bring
+        self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
+        self.step_tokens = 0  # tokens the step under way brought
+        self.saved_per_step = 0.0 if last is None else last.saved_per_step
+        # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt)
+        # is affordable -- or at once, where what drafting saved on recent prompts is worth it (``_first_probe``)
+        self.probe_gap, self.first_probe_loss = 0, 0.0
+        if last is not None:
+            depth, expected, _ = self._best_depth(self.shape.depth, self._plain_s())
+            self.first_probe_loss = self._probe_loss(self.draft_cost.seconds(len(prompt_ids), depth)
+                                                     + self._verify_s(depth + 1) - self._verify_s(1), expected)
+            self.probe_gap = self._affordable_gap(self.first_probe_loss)
         self.step_start: float | None = None
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
@@ -263,6 +277,8 @@ class GoodputController(Wrapper):
         self.proposed, self.kept = None, []
         plain_s = self._plain_s()
         limit = min(ctx.max_depth, self.shape.depth)
+        if self.steps == 1:
+            self._first_probe(remaining=ctx.max_depth + 1)
         depth, probe = self._depth(limit, plain_s)
         free = self.inner.free_levels and depth < limit  # the drafter's free part may go deeper than asked
         tree = DraftTree()
@@ -280,9 +296,9 @@ class GoodputController(Wrapper):
                 self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
                 return tree
         self.proposed = tree
-        self.kept, expected, gain = (list(range(len(tree))), 1.0, 1.0) if probe else \
-            self._choose(tree, plain_s, sampled=_sampled(tree))
-        self.probe_s = draft_s + self._verify_s(len(tree) + 1) - self._verify_s(1) if probe else None
+        self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree), at_least_one=probe)
+        self.probe_s = draft_s + self._verify_s(len(self.kept) + 1) - self._verify_s(1) if probe else None
+        self.probe_tokens = expected
         self.step_estimate = self._step_s(len(self.kept), plain_s, draft_s)
         reason = "empty" if not len(tree) else ("all" if len(self.kept) == len(tree) else
                                                  "part" if self.kept else "none")
@@ -303,8 +319,9 @@ class GoodputController(Wrapper):
         """The run ends (finished, cancelled or failed): what it learned, if it took a step, is kept
         for the next run."""
         if self.steps:
+            saved = RUN_MEMORY * self.saved_per_step + (1 - RUN_MEMORY) * self.saved_s / self.steps
             _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
-                                                self.verify_scale)
+                                                self.verify_scale, saved)
         super().stop()
 
     def decision(self) -> DecisionRecord | None:
@@ -337,6 +354,8 @@ class GoodputController(Wrapper):
                 self.plain_s = _faded(self.plain_s, wall)
             elif self.step_estimate:
                 self.overrun = _faded(self.overrun, wall / self.step_estimate)
+                if self.probe_s is None:
+                    self.saved_s += self.step_tokens * self._plain_s() - wall
         self.step_start = now
         self.steps += 1
 
@@ -344,8 +363,9 @@ class GoodputController(Wrapper):
     def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
         """(levels to ask the drafter for, whether the step is a probe): the depth with the most
         expected tokens per second -- acceptance by depth on this run against the measured cost of
-        drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or 1
-        when a probe is due (the first step is one)."""
+        drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or
+        that same depth as a probe when one is due (the first step, knowing nothing, probes one
+        level)."""
         if limit <= 0:
             return 0, False
         if not self.draft_cost.known:
@@ -354,49 +374,62 @@ class GoodputController(Wrapper):
             return limit, False
         if 0 < self.plain_steps < self.probe_gap:
             return 0, False  # off since the last look, and nothing about drafting learned since
-        best = self._best_depth(limit, plain_s)
-        if best:
+        depth, _, pays = self._best_depth(limit, plain_s)
+        if pays:
             self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
-            return best, False
+            return depth, False
         if self.plain_steps >= self.probe_gap:
             self.plain_steps = 0
-            return 1, True
+            return depth, True
         return 0, False
 
-    def _best_depth(self, limit: int, plain_s: float) -> int:
-        """The depth with the most expected tokens per second; 0 if none beats a plain step."""
-        best, best_rate, expected, reach = 0, 1.0 / plain_s, 1.0, 1.0
+    def _best_depth(self, limit: int, plain_s: float) -> tuple[int, float, bool]:
+        """(the drafting depth with the most expected tokens per second, its expected tokens, whether
+        it beats a plain step)."""
+        best, best_rate, best_expected, expected, reach = 1, 0.0, 1.0, 1.0, 1.0
         for depth, chance in enumerate(self.calibration.on_path(limit), start=1):
             reach *= chance
             expected += reach
             drafting = self.draft_cost.seconds(expected, depth)  # steady drafting: catch up on the last step's tokens
             rate = expected / (self.overrun * self._step_s(depth, plain_s, drafting))
             if rate > best_rate:
-                best, best_rate = depth, rate
+                best, best_rate, best_expected = depth, rate, expected
             elif reach < 0.01:
                 break  # deeper levels add almost nothing
-        return best
+        return best, best_expected, best_rate > 1.0 / plain_s
 
     def _next_probe(self, hit: bool) -> None:
-        """Plain steps before the next probe. After a hit, none: one more kept token may be what
-        turns drafting on, and the prompt may be one where the drafter shines. After a miss, twice
-        the last gap, and enough that probing costs at most ``PROBE_SHARE`` of the time."""
-        if hit:
-            self.probe_gap = 0
-        else:
-            self.probe_gap = min(MAX_PROBE_GAP, max(2 * self.probe_gap, self._affordable_gap(self.probe_s)))
+        """Plain steps before the next probe: enough that probing costs at most ``PROBE_SHARE`` of the
+        time, and after a miss at least twice the last gap. Right after any probe the depths are
+        weighed again with what it taught (``_depth``), so a kept token that turns drafting on is
+        acted on at once; probing again at once would only repeat the loss."""
+        affordable = self._affordable_gap(self._probe_loss(self.probe_s, self.probe_tokens))
+        self.probe_gap = affordable if hit else min(MAX_PROBE_GAP, max(2 * self.probe_gap, affordable))
 
-    def _affordable_gap(self, probe_s: float) -> int:
-        """Plain steps between probes costing ``probe_s`` beyond a plain step, so that what they lose
-        against plain decoding (that cost, less the level-1 token they may win) is at most
-        ``PROBE_SHARE`` of the time; at most ``MAX_PROBE_GAP``."""
+    def _probe_loss(self, probe_s: float, tokens: float) -> float:
+        """Seconds a probe costing ``probe_s`` beyond a plain step and expected to bring ``tokens``
+        loses against plain decoding. A probe step takes what the model says a drafting step takes
+        (overrun included: the same seconds that keep drafting off)."""
         plain_s = self._plain_s()
-        loss = probe_s - self.calibration.on_path(1)[0] * plain_s
-        return min(MAX_PROBE_GAP, math.ceil(max(loss, 0.0) / (PROBE_SHARE * plain_s)))
+        return max(0.0, self.overrun * (plain_s + probe_s) - tokens * plain_s)
 
-    def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False) -> tuple[list[int], float, float]:
+    def _affordable_gap(self, loss: float) -> int:
+        """Plain steps between probes that lose ``loss`` seconds each, so that probing costs at most
+        ``PROBE_SHARE`` of the time; at most ``MAX_PROBE_GAP``."""
+        return min(MAX_PROBE_GAP, math.ceil(loss / (PROBE_SHARE * self._plain_s())))
+
+    def _first_probe(self, remaining: int) -> None:
+        """A new prompt's first probe comes at once where what it may find is worth more than what it
+        loses: drafting saved ``saved_per_step`` seconds per step on the recent prompts (nothing where
+        it was off), so on this one it may save about that on each of the ``remaining`` steps."""
+        if self.saved_per_step * remaining > self.first_probe_loss:
+            self.probe_gap = 0
+
+    def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False,
+                at_least_one: bool = False) -> tuple[list[int], float, float]:
         """The best-first prefix of ``tree`` with the most expected tokens per verify second; returns
-        (nodes kept, expected tokens, expected gain over a plain step).
+        (nodes kept, expected tokens, expected gain over a plain step). ``at_least_one`` (a probe):
+        never an empty prefix, a probe must learn something.
 
         ``sampled``: the draft's tokens were drawn at random (a draft model at temperature > 0). Then
         whether a node is verified must not depend on the node's own draw -- keeping only the
@@ -415,13 +448,14 @@ class GoodputController(Wrapper):
             path[node] = chance[node] * (1.0 if parent < 0 else path[parent])
             total += path[node]
             rate = total / self._verify_s(i + 1)
-            if rate > best_rate:
+            if rate > best_rate or (at_least_one and not best):
                 best, best_rate, expected = i, rate, total
         return sorted(order[:best]), expected, best_rate * plain_s
 
     def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float) -> None:
         """Calibrate a(q) on the reached nodes and the acceptance by depth; rescale the cost curve."""
         kept, depths = set(accepted), tree.depths
+        self.step_tokens = len(accepted) + 1
         for node, parent in enumerate(tree.parents):
             if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
                 self.calibration.observe(tree.draft_probs[node], node in kept)

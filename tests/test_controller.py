@@ -169,7 +169,8 @@ def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
         c.draft_cost.observe(1, depth, level_s * depth)
     for _ in range(30):
         c.calibration.observe_path(4, 4 if accepted else 0)
-    c.plain_steps, c.probe_gap, c.probe_s = 0, 4, None
+    c.plain_steps, c.probe_gap, c.probe_s, c.probe_tokens = 0, 4, None, 1.0
+    c.saved_per_step, c.first_probe_loss = 0.0, 0.0
     return c
 
 
@@ -184,8 +185,40 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
     bad.probe_s = 0.005
     bad._next_probe(hit=False)
     assert bad.probe_gap >= 8  # a miss: wait longer (twice, and at most 2% of the time on probes)
-    bad._next_probe(hit=True)
-    assert bad.probe_gap == 0  # a hit: look again at once
+    bad._next_probe(hit=True)  # a hit: the depths are weighed again at the next step, the next probe
+    assert bad.probe_gap == bad._affordable_gap(bad._probe_loss(0.005, 1.0))  # when affordable
+    assert bad._depth(8, bad._plain_s()) == (0, False)  # and one kept token does not make 40% levels pay
+
+
+def test_a_probe_drafts_the_depth_that_comes_closest_to_paying():
+    """A draft that costs 1.5 forwards to start and little per level, each level kept half the time:
+    no depth beats a plain step, and deeper ones lose less -- a probe asks for the best of them,
+    learning about every level it drafts."""
+    from core.controller import DraftCost
+
+    c = _controller(FLAT, level_s=0.0005, accepted=True)
+    c.draft_cost, c.calibration = DraftCost(), Calibration()
+    for depth in (1, 2, 3, 1, 4):
+        c.draft_cost.observe(1, depth, 0.015 + 0.0005 * depth)
+    for kept in (0, 1, 2, 0, 4, 0, 1, 3) * 4:
+        c.calibration.observe_path(4, kept)
+    depth, expected, pays = c._best_depth(8, c._plain_s())
+    assert not pays and depth > 1 and expected > 1.5
+    assert c._depth(8, c._plain_s()) == (0, False)
+    c.plain_steps = 4
+    assert c._depth(8, c._plain_s()) == (depth, True)
+
+
+def test_a_new_prompt_is_probed_at_once_where_drafting_saved_time_on_recent_prompts():
+    """What a probe loses against what drafting saved per step on the last prompts, over the steps
+    this prompt has left; a drafter that saved nothing waits its affordable gap."""
+    c = _controller(FLAT, level_s=0.004, accepted=False)
+    c.first_probe_loss, c.probe_gap = 0.5 * FLAT.forward_s, 25
+    c._first_probe(remaining=40)  # saved nothing recently
+    assert c.probe_gap == 25
+    c.saved_per_step = 0.1 * FLAT.forward_s  # 10% of a step: 4 steps' worth over 40, against half a step
+    c._first_probe(remaining=40)
+    assert c.probe_gap == 0
 
 
 def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off_until_due():
@@ -193,10 +226,9 @@ def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off
     to at most 32 plain steps; while off, no depth is even weighed (nothing about drafting is
     learned before the next probe)."""
     c = _controller(FLAT, level_s=0.004, accepted=False)
-    c.probe_s = 0.5 * FLAT.forward_s  # a probe costs half a step and, never kept, wins nothing
-    assert 23 <= c._affordable_gap(c.probe_s) <= 25  # about 0.5 step lost, at most 2% of the time
-    c.probe_s = 10 * FLAT.forward_s
-    assert c._affordable_gap(c.probe_s) == 32  # never more than 32 plain steps apart
+    loss = c._probe_loss(0.5 * FLAT.forward_s, 1.0)  # a probe costs half a step and, never kept, wins nothing
+    assert 23 <= c._affordable_gap(loss) <= 25  # about 0.5 step lost, at most 2% of the time
+    assert c._affordable_gap(c._probe_loss(10 * FLAT.forward_s, 1.0)) == 32  # never more than 32 plain steps apart
     c.plain_steps, c.probe_gap = 3, 25
     c.calibration = None  # would fail if consulted
     assert c._depth(8, c._plain_s()) == (0, False)
