@@ -12,8 +12,8 @@ It wraps any drafter. Each step:
    the verify's extra, v(d + 1) - 1 forwards from ``core.cost``, all scaled by how much longer
    drafting steps really took than this model says. It asks the drafter for the depth with the
    most tokens per second, or for nothing when no depth beats a plain step. While drafting does
-   not pay it probes: it drafts the depth that comes closest to paying and verifies at least one
-   node. A run that knows nothing yet probes one level at its first step; otherwise probes come
+   not pay it probes: it drafts the depth that would pay best were each level kept once more than
+   on record (the prompt may suit the drafter better) and verifies at least one node. A run that knows nothing yet probes one level at its first step; otherwise probes come
    as often as what they lose allows (their modelled seconds less the tokens they are expected to
    win, at most ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32
    plain steps apart), and a new prompt's first probe comes at once where drafting saved more on
@@ -55,6 +55,7 @@ BINS = 10  # draft-confidence bins of the calibration
 PRIOR_WEIGHT = 1.0  # pseudo-observations of a prior
 MAX_PROBE_GAP = 32  # plain steps at most between two drafting probes
 CHEAP_DRAFT = 0.02  # a drafter whose one-level draft costs less than this share of a plain step: full depth
+PROBE_OPTIMISM = 1.0  # a probe drafts the depth that would pay best were each level kept once more
 PROBE_SHARE = 0.02  # while drafting does not pay, probes may cost this share of the time
 FORGET = 0.95  # acceptance by depth: older steps count this much less per step
 RUN_MEMORY = 0.75  # the seconds drafting saved per step: the recent runs' average, each new run weighing 1 - this
@@ -106,14 +107,15 @@ class Calibration:
             self.path_trials[depth] += 1
             self.path_hits[depth] += depth < kept
 
-    def on_path(self, limit: int) -> list[float]:
+    def on_path(self, limit: int, optimism: float = 0.0) -> list[float]:
         """Per level 1..limit, the chance that a step which kept the levels above keeps this one too.
         Each level's prior is the chance of the level above (one half at the first): a level never
-        tried is taken to be no better than the one above it."""
+        tried is taken to be no better than the one above it. ``optimism``: each level credited with
+        that many more kept drafts (what a probe hopes for)."""
         chances, prior = [], 0.5
         for depth in range(limit):
-            hits = self.path_hits[depth] if depth < len(self.path_hits) else 0.0
-            trials = self.path_trials[depth] if depth < len(self.path_trials) else 0.0
+            hits = (self.path_hits[depth] if depth < len(self.path_hits) else 0.0) + optimism
+            trials = (self.path_trials[depth] if depth < len(self.path_trials) else 0.0) + optimism
             prior = (hits + PRIOR_WEIGHT * prior) / (trials + PRIOR_WEIGHT)
             chances.append(prior)
         return chances
@@ -380,14 +382,14 @@ class GoodputController(Wrapper):
             return depth, False
         if self.plain_steps >= self.probe_gap:
             self.plain_steps = 0
-            return depth, True
+            return self._best_depth(limit, plain_s, optimism=PROBE_OPTIMISM)[0], True
         return 0, False
 
-    def _best_depth(self, limit: int, plain_s: float) -> tuple[int, float, bool]:
+    def _best_depth(self, limit: int, plain_s: float, optimism: float = 0.0) -> tuple[int, float, bool]:
         """(the drafting depth with the most expected tokens per second, its expected tokens, whether
-        it beats a plain step)."""
+        it beats a plain step); ``optimism`` as in ``Calibration.on_path``."""
         best, best_rate, best_expected, expected, reach = 1, 0.0, 1.0, 1.0, 1.0
-        for depth, chance in enumerate(self.calibration.on_path(limit), start=1):
+        for depth, chance in enumerate(self.calibration.on_path(limit, optimism), start=1):
             reach *= chance
             expected += reach
             drafting = self.draft_cost.seconds(expected, depth)  # steady drafting: catch up on the last step's tokens

@@ -190,10 +190,12 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
     assert bad._depth(8, bad._plain_s()) == (0, False)  # and one kept token does not make 40% levels pay
 
 
-def test_a_probe_drafts_the_depth_that_comes_closest_to_paying():
+def test_a_probe_drafts_the_depth_that_would_pay_best_if_the_prompt_suits_the_drafter():
     """A draft that costs 1.5 forwards to start and little per level, each level kept half the time:
-    no depth beats a plain step, and deeper ones lose less -- a probe asks for the best of them,
-    learning about every level it drafts."""
+    no depth beats a plain step, and deeper ones lose less. A probe asks for the depth that would
+    pay best were each level kept once more (a prompt where the drafter does better than its
+    record): at least as deep, learning about every level it drafts."""
+    from core.controller import PROBE_OPTIMISM
     from core.controller import DraftCost
 
     c = _controller(FLAT, level_s=0.0005, accepted=True)
@@ -206,7 +208,8 @@ def test_a_probe_drafts_the_depth_that_comes_closest_to_paying():
     assert not pays and depth > 1 and expected > 1.5
     assert c._depth(8, c._plain_s()) == (0, False)
     c.plain_steps = 4
-    assert c._depth(8, c._plain_s()) == (depth, True)
+    hoped = c._best_depth(8, c._plain_s(), optimism=PROBE_OPTIMISM)[0]
+    assert hoped >= depth and c._depth(8, c._plain_s()) == (hoped, True)
 
 
 def test_a_new_prompt_is_probed_at_once_where_drafting_saved_time_on_recent_prompts():
