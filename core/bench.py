@@ -132,10 +132,11 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
     for name, per_prompt in timings.items():
         best = [statistics.median(t.wall_s for t in runs) for runs in per_prompt]
         base = [statistics.median(t.wall_s for t in runs) for runs in timings[baseline]]
-        tokens = sum(len(runs[0].tokens) for runs in per_prompt)
-        forwards = sum(runs[0].target_forwards for runs in per_prompt)
-        proposed = sum(runs[0].proposed for runs in per_prompt)
-        accepted = sum(runs[0].accepted for runs in per_prompt)
+        every = [t for runs in per_prompt for t in runs]  # all repeats: an ``auto`` run learns from the ones before
+        tokens = sum(len(t.tokens) for t in every)
+        forwards = sum(t.target_forwards for t in every)
+        proposed = sum(t.proposed for t in every)
+        accepted = sum(t.accepted for t in every)
         rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, best) if w > 0]
         out[name] = {
             "tokens_per_s": statistics.median(rates),
@@ -150,7 +151,7 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
             "target_forwards": forwards,
             "new_tokens": tokens,
             "identical_to_baseline": all(
-                runs[0].tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline])
+                t.tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline]) for t in runs
             ),
         }
     return out

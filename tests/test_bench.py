@@ -112,3 +112,20 @@ def test_the_table_puts_each_language_under_its_own_heading():
     assert lines[2].split(" | ")[3] == "zh / en"
     assert "| 2.50× / 1.25× |" in next(line for line in lines if line.startswith("| ngram "))
     assert "| – / 1.00× |" in next(line for line in lines if line.startswith("| half "))
+
+
+def test_tau_and_identity_count_every_repeat():
+    """An ``auto`` run learns from the repeats before it, so its repeats differ: τ and acceptance pool
+    them all (they used to read the first repeat alone), and one repeat whose output differs from
+    ``none`` makes the row not identical."""
+    from core.bench import Timing, summarize
+
+    same = [5, 6, 7, 8]
+    timings = {
+        "none": [[Timing(1.0, same, 4), Timing(1.0, same, 4)]],
+        "learns": [[Timing(1.0, same, 4, proposed=2, accepted=0), Timing(0.5, same, 2, proposed=4, accepted=2)]],
+        "strays": [[Timing(1.0, same, 4), Timing(1.0, [5, 6, 7, 9], 4)]],
+    }
+    rows = summarize(timings, "none", ["the prompt"])
+    assert rows["learns"]["mean_accepted_tokens"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
+    assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]
