@@ -237,16 +237,19 @@ TEXT: dict[str, tuple[str, str]] = {
                    "forwards · {state}"),
     "run.ready": ("可以继续", "ready"),
     "why.off": ("为什么不起草：按本次运行测得的各层接受率和起草、验证的耗时，起草任何深度的每秒 token 数都不如直接"
-                "解码，所以这一步不起草；隔几步再起草一层试探。",
+                "解码，所以这一步不起草；隔几步再起草试探一次（间隔按试探的代价来定）。",
                 "Why no draft: by the acceptance per level and the drafting and verify times measured on this run, "
                 "no draft depth would give more tokens per second than plain decoding, so this step drafts nothing; "
-                "it will probe with one level in a few steps."),
+                "it will probe again in a few steps (fewer when a probe costs little)."),
     "why.depth": ("起草 {depth} 层：按本次测得的各层接受率和耗时，这个深度每秒 token 数最多。",
                   "Drafted {depth} deep: the depth with the most expected tokens per second by this run's "
                   "acceptance per level and measured costs."),
-    "why.probe": ("试探：起草暂时不划算（或这是第一步），这一步只起草一层并全部验证，看目标模型是否接受。实际：{realised}。",
-                  "Probe: drafting has not paid so far (or this is the first step), so this step drafts one level "
-                  "and verifies it, to see whether the target accepts it. Realised: {realised}."),
+    "why.probe": ("试探：起草暂时不划算（或这是第一步），这一步仍起草 {depth} 层——假如这段文字比至今更适合这个"
+                  "草稿方法，这是最划算的深度——并至少验证一个节点，看目标模型是否接受。实际：{realised}。",
+                  "Probe: drafting has not paid so far (or this is the first step), so this step drafts {depth} "
+                  "level(s) -- the depth that would pay best if this text suits the drafter better than the run so "
+                  "far -- and verifies at least one node, to see whether the target accepts it. "
+                  "Realised: {realised}."),
     "why.empty": ("为什么不起草：草稿方法这一步没有可提议的 token（例如上下文里找不到匹配的 n-gram）。",
                   "Why no draft: the drafter had nothing to propose this step (e.g. no earlier n-gram match)."),
     "why.none": ("为什么一个也不验证：起草了 {offered} 个节点，但按置信度估计，验证它们多花的时间换不来更多 token。",

@@ -97,7 +97,7 @@ def decision_line(record: StepRecord, lang: str) -> str:
     d = record.decision
     realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
     if d.probe:
-        return t("why.probe", lang, realised=realised)
+        return t("why.probe", lang, realised=realised, depth=d.depth or 1)
     why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
             gain=d.expected_gain, realised=realised)
     if d.depth:  # traces written before the depth was recorded have None

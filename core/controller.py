@@ -13,15 +13,15 @@ It wraps any drafter. Each step:
    drafting steps really took than this model says. It asks the drafter for the depth with the
    most tokens per second, or for nothing when no depth beats a plain step. While drafting does
    not pay it probes: it drafts the depth that would pay best were each level kept once more than
-   on record (the prompt may suit the drafter better) and verifies at least one node. A run that knows nothing yet probes one level at its first step; otherwise probes come
-   as often as what they lose allows (their modelled seconds less the tokens they are expected to
-   win, at most ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32
-   plain steps apart), and a new prompt's first probe comes at once where drafting saved more on
-   the recent prompts, per step, than the probe loses over the steps this one has left. After
-   any probe the depths are weighed again with what it taught. A drafter that costs
-   (almost) nothing (n-gram lookup) is always asked for its full depth; one with a free part
-   (``hybrid``'s n-gram chain) has that part go as deep as the budget allows, also when no level
-   is asked.
+   on record (the prompt may suit the drafter better) and verifies at least one node. A run that
+   knows nothing yet probes one level at its first step; otherwise probes come as often as what
+   they lose allows (their modelled seconds less the tokens they are expected to win, at most
+   ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32 plain steps
+   apart), and a new prompt's first probe comes at once where drafting saved more on the recent
+   prompts, per step, than the probe loses over the steps this one has left. After any probe the
+   depths are weighed again with what it taught. A drafter that costs (almost) nothing (n-gram
+   lookup) is always asked for its full depth; one with a free part (``hybrid``'s n-gram chain)
+   has that part go as deep as the budget allows, also when no level is asked.
 2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
    confidence q, calibrated on this run: the share of reached nodes with a similar q that the
    target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is

@@ -76,7 +76,7 @@ class DecisionRecord:
     plain_step_s: float  # expected seconds of a plain one-token step
     realised_gain: float | None = None  # tokens per second of the step over a plain step's
     depth: int | None = None  # levels the drafter was asked for (0: none; None: not recorded)
-    probe: bool = False  # drafting did not pay; this step drafted one level to measure again
+    probe: bool = False  # drafting did not pay; this step drafted anyway (``depth`` levels) to measure again
 
 
 @dataclass(frozen=True)

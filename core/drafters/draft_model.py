@@ -141,4 +141,3 @@ class DraftModelDrafter(Drafter):
 
     def own_kv(self):
         return self.kv
-
