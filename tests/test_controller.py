@@ -239,11 +239,16 @@ def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off
 
 @pytest.mark.parametrize("drafter, shape", [("hybrid", dict(tree="3x4")), ("hybrid", dict(tree="auto")),
                                             ("eagle3", dict(tree="auto"))])
-def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, drafter, shape):
+def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, monkeypatch, drafter, shape):
     """EAGLE-2's scored candidates name their node in the verified tree, also where a wrapper
     renumbered it (hybrid's merge puts the n-gram chain first; the controller keeps a part); the
-    trace reads back."""
+    trace reads back. With nothing carried over, the controller's first step probes and verifies
+    at least one node, whatever the clock says of the steps after it (a busy machine may keep
+    drafting off)."""
+    import core.controller
     from core import read_trace
+
+    monkeypatch.setattr(core.controller, "_LEARNED", {})
 
     prompt = "床前明月光，疑是地上霜。床前明月光，"
     path = tmp_path / "run.jsonl"
@@ -258,3 +263,17 @@ def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, drafter,
                 pointed += 1
     assert pointed > 0
     assert len(read_trace(path).steps) == len(result.steps)
+
+
+def test_a_probe_that_the_overrun_makes_lose_is_not_repeated_at_once():
+    """The regression on tiny: a probe costing 0.4 of a step beyond it and expected to bring 1.4
+    tokens looks free -- but drafting steps take 20% longer than modelled (``overrun``), the same
+    factor that keeps drafting off, so it loses 0.28 of a step and the next one waits; it used to
+    be repeated step after step."""
+    c = _controller(FLAT, level_s=0.004, accepted=False)
+    c.overrun = 1.2
+    loss = c._probe_loss(0.4 * FLAT.forward_s, 1.4)
+    assert loss == pytest.approx(0.28 * FLAT.forward_s)
+    c.probe_s, c.probe_tokens, c.probe_gap = 0.4 * FLAT.forward_s, 1.4, 0
+    c._next_probe(hit=True)
+    assert 14 <= c.probe_gap <= 15  # 0.28 of a step each, 2% of the time (ceil of 14 in floats)
