@@ -4,6 +4,9 @@
                                    [--prompts FILE] [--threads 1] [--no-records]
 
 Drafters are ``core.bench`` specs (``eagle3:auto``, ``ngram:4``, ``eagle3:4x5:eagle_nodes=24``).
+``--never-draft``: the goodput controller of every ``auto`` drafter decides "no draft" at every
+step -- what an ``auto`` run's plain steps cost against ``none``'s (the controller, the records,
+a feature drafter's hidden states).
 
 Times each phase of the engine's step (a subclass of SpeculativeDecoder that wraps the four verbs
 and the StepRecord builder) over every prompt, after a warm-up, and the same prompts through
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core.api import build_decoder  # noqa: E402
 
 from core.bench import BenchConfig, hf_runners  # noqa: E402
+from core.controller import GoodputController  # noqa: E402
 from core.engine import SpeculativeDecoder  # noqa: E402
 from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
 
@@ -81,7 +85,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-records", action="store_true", help="engine runs with StepRecords off")
+    parser.add_argument("--never-draft", action="store_true", help="auto drafters never draft (plain steps)")
     args = parser.parse_args()
+    if args.never_draft:
+        GoodputController._depth = lambda self, limit, plain_s: (0, False)
     torch.set_num_threads(args.threads)
     prompts = load_prompts(args.prompts)
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
