@@ -29,7 +29,6 @@ from .drafters import DEFAULT_DRAFTER
 from .engine import Ending, SpeculativeDecoder
 from .errors import UserError
 from .forward import chain_parents, run_batch_body
-from .head import LMHead
 from .kv_cache import PagedForward, PagedKVCache
 from .records import KVStepRecord, RunResult, StepRecord
 from .tree import with_root
@@ -232,7 +231,7 @@ class BatchDecoder:
         asked for."""
         kvs = [self.decoders[i].kv for i in which]
         outs = run_batch_body(self.target.model, forward, kvs, input_ids, parents, self.hidden_layers)
-        views = (TargetView.split_from_head(LMHead.of(self.target.model), [o.last_hidden for o in outs],
+        views = (TargetView.split_from_head(self.decoders[0].head, [o.last_hidden for o in outs],
                                             [self.decoders[i].settings.temperature for i in which])
                  if head else [None] * len(outs))
         layers = [[self.hidden_layers.index(layer) for layer in self.decoders[i].drafter.hidden_layers] for i in which]

@@ -138,6 +138,7 @@ class SpeculativeDecoder:
 
     def __init__(self, target: LoadedModel, drafter: Drafter, settings: DecodeSettings, run_info: dict):
         self.target = target
+        self.head = LMHead.of(target.model)  # read once: the verify of every step applies it
         self.drafter = drafter
         self.settings = settings
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
@@ -158,7 +159,7 @@ class SpeculativeDecoder:
         (``[1 + len(tree), hidden_size]`` each).
         """
         out = self._forward([root] + tree.tokens, with_root(tree.parents))
-        return TargetView.from_head(LMHead.of(self.target.model), out.last_hidden, self.settings.temperature), out.hidden
+        return TargetView.from_head(self.head, out.last_hidden, self.settings.temperature), out.hidden
 
     def accept(self, tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:

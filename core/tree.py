@@ -105,6 +105,8 @@ def attention_mask(n_prefix: int, parents: list[int], n_query: int, dtype=torch.
     the dtype's minimum where it is not.
     """
     n_segment = len(parents)
+    if n_segment == 1:  # a plain step's one token (or a first catch-up token): it sees every key
+        return torch.zeros(1, 1, 1, n_prefix + 1, dtype=dtype, device=device)
     visible = torch.ones(n_query, n_prefix + n_segment, dtype=torch.bool)
     visible[:, n_prefix:] = ancestor_matrix(parents)[n_segment - n_query :]
     mask = torch.zeros(visible.shape, dtype=dtype)

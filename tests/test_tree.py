@@ -53,6 +53,16 @@ def test_mask_for_later_queries_of_a_segment():
     assert position_ids(1, [-1, 0, 0], 2).tolist() == [[2, 2]]
 
 
+def test_a_plain_steps_lone_token_sees_every_key():
+    """A one-entry segment (a plain step, the first catch-up token) takes the short way: one zero
+    row over prefix + itself, in the asked dtype -- what the general construction gives."""
+    import torch
+
+    for n_prefix in (0, 7):
+        mask = attention_mask(n_prefix=n_prefix, parents=[-1], n_query=1, dtype=torch.bfloat16)
+        assert mask.shape == (1, 1, 1, n_prefix + 1) and mask.dtype == torch.bfloat16 and not mask.any()
+
+
 def test_draft_tree_paths_and_children():
     tree = DraftTree()
     a = tree.add(10, -1, 0.5)
