@@ -254,8 +254,7 @@ class GoodputController(Wrapper):
         self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
         self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
         self.plain_steps = 0  # plain steps since drafting was last tried
-        self.probe_s: float | None = None  # what this step's probe costs beyond a plain step (None: no probe)
-        self.probe_tokens = 1.0  # the tokens it is expected to bring
+        self.probe_loss: float | None = None  # what this step's probe loses against plain decoding (None: no probe)
         self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
         self.step_tokens = 0  # tokens the step under way brought
         self.saved_per_step = 0.0 if last is None else last.saved_per_step
@@ -299,8 +298,8 @@ class GoodputController(Wrapper):
                 return tree
         self.proposed = tree
         self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree), at_least_one=probe)
-        self.probe_s = draft_s + self._verify_s(len(self.kept) + 1) - self._verify_s(1) if probe else None
-        self.probe_tokens = expected
+        self.probe_loss = self._probe_loss(draft_s + self._verify_s(len(self.kept) + 1) - self._verify_s(1),
+                                           expected) if probe else None
         self.step_estimate = self._step_s(len(self.kept), plain_s, draft_s)
         reason = "empty" if not len(tree) else ("all" if len(self.kept) == len(tree) else
                                                  "part" if self.kept else "none")
@@ -356,7 +355,7 @@ class GoodputController(Wrapper):
                 self.plain_s = _faded(self.plain_s, wall)
             elif self.step_estimate:
                 self.overrun = _faded(self.overrun, wall / self.step_estimate)
-                if self.probe_s is None:
+                if self.probe_loss is None:
                     self.saved_s += self.step_tokens * self._plain_s() - wall
         self.step_start = now
         self.steps += 1
@@ -405,7 +404,7 @@ class GoodputController(Wrapper):
         time, and after a miss at least twice the last gap. Right after any probe the depths are
         weighed again with what it taught (``_depth``), so a kept token that turns drafting on is
         acted on at once; probing again at once would only repeat the loss."""
-        affordable = self._affordable_gap(self._probe_loss(self.probe_s, self.probe_tokens))
+        affordable = self._affordable_gap(self.probe_loss)
         self.probe_gap = affordable if hit else min(MAX_PROBE_GAP, max(2 * self.probe_gap, affordable))
 
     def _probe_loss(self, probe_s: float, tokens: float) -> float:
@@ -461,7 +460,7 @@ class GoodputController(Wrapper):
         for node, parent in enumerate(tree.parents):
             if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
                 self.calibration.observe(tree.draft_probs[node], node in kept)
-        if self.probe_s is not None:
+        if self.probe_loss is not None:
             self._next_probe(bool(accepted))
         if len(tree):
             asked = self.last_decision.depth  # the levels asked for (a free part may reach deeper)

@@ -169,7 +169,7 @@ def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
         c.draft_cost.observe(1, depth, level_s * depth)
     for _ in range(30):
         c.calibration.observe_path(4, 4 if accepted else 0)
-    c.plain_steps, c.probe_gap, c.probe_s, c.probe_tokens = 0, 4, None, 1.0
+    c.plain_steps, c.probe_gap, c.probe_loss = 0, 4, None
     c.saved_per_step, c.first_probe_loss = 0.0, 0.0
     return c
 
@@ -182,7 +182,7 @@ def test_it_drafts_deep_when_levels_are_kept_and_cheap_and_not_at_all_when_they_
     assert bad._depth(8, bad._plain_s()) == (0, False)
     bad.plain_steps = 4  # the probe is due
     assert bad._depth(8, bad._plain_s()) == (1, True)
-    bad.probe_s = 0.005
+    bad.probe_loss = bad._probe_loss(0.005, 1.0)
     bad._next_probe(hit=False)
     assert bad.probe_gap >= 8  # a miss: wait longer (twice, and at most 2% of the time on probes)
     bad._next_probe(hit=True)  # a hit: the depths are weighed again at the next step, the next probe
@@ -274,6 +274,6 @@ def test_a_probe_that_the_overrun_makes_lose_is_not_repeated_at_once():
     c.overrun = 1.2
     loss = c._probe_loss(0.4 * FLAT.forward_s, 1.4)
     assert loss == pytest.approx(0.28 * FLAT.forward_s)
-    c.probe_s, c.probe_tokens, c.probe_gap = 0.4 * FLAT.forward_s, 1.4, 0
+    c.probe_loss, c.probe_gap = loss, 0
     c._next_probe(hit=True)
     assert 14 <= c.probe_gap <= 15  # 0.28 of a step each, 2% of the time (ceil of 14 in floats)
