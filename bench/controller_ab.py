@@ -17,7 +17,6 @@ import importlib.util
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -27,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import core.api as api  # noqa: E402
 import core.controller as current  # noqa: E402
-from core.bench import BenchConfig, engine_runner, language  # noqa: E402
+from core.bench import BenchConfig, engine_runner, summarize, time_interleaved  # noqa: E402
 from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
 
 
@@ -35,12 +34,10 @@ def controller_at(rev: str):
     """``core/controller.py`` as it was at ``rev``, imported as a module of the ``core`` package."""
     source = subprocess.run(["git", "show", f"{rev}:core/controller.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "controller_at_rev.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("core._controller_at_rev", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("core._controller_at_rev", None))
+    module.__package__ = "core"  # its relative imports
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:core/controller.py", "exec"), module.__dict__)
     return module
 
 
@@ -72,30 +69,24 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     config = BenchConfig(preset=args.preset, max_new_tokens=args.max_new_tokens, threads=args.threads)
     prompts = load_prompts(HELDOUT_PROMPTS)
+    controllers = (("this tree", current), (args.rev, controller_at(args.rev)))
     variants = [("none", "none", None)] + [
-        (f"{spec} @ {name}", spec, module)
-        for spec in args.specs.split(",") for name, module in (("this tree", current), (args.rev, controller_at(args.rev)))
+        (f"{spec} @ {name}", spec, module) for spec in args.specs.split(",") for name, module in controllers
     ]
     runs = {label: [runner(config, p, spec, module) for p in prompts] for label, spec, module in variants}
-    for per_prompt in runs.values():
-        per_prompt[0]()  # warm-up
-    walls: dict[str, list[list[float]]] = {label: [[] for _ in prompts] for label in runs}
-    for repeat in range(args.repeats):
-        for i in range(len(prompts)):
-            for label, per_prompt in runs.items():
-                walls[label][i].append(per_prompt[i]().wall_s)
-        print(f"repeat {repeat + 1}/{args.repeats}", file=sys.stderr)
-    base = [statistics.median(w) for w in walls["none"]]
-    halves = [language(p) for p in prompts]
+    timings = time_interleaved(runs, args.repeats, lambda message: print(message, file=sys.stderr))
+    rows = summarize(timings, "none", prompts)
+    medians = {label: [statistics.median(t.wall_s for t in repeats) for repeats in per_prompt]
+               for label, per_prompt in timings.items()}
     print(f"{args.preset}, {len(prompts)} prompts x {args.max_new_tokens} tokens, {args.repeats} interleaved repeats, "
           f"{args.threads} threads; speedup over none (median over prompts)\n")
     print("| run | pooled | zh | en | worst prompt | per prompt |\n|---|---|---|---|---|---|")
-    for label in runs:
-        ratios = [b / statistics.median(w) for b, w in zip(base, walls[label])]
-        zh = [r for r, h in zip(ratios, halves) if h == "zh"] or [float("nan")]
-        en = [r for r, h in zip(ratios, halves) if h == "en"] or [float("nan")]
-        print(f"| {label} | {statistics.median(ratios):.3f} | {statistics.median(zh):.3f} | "
-              f"{statistics.median(en):.3f} | {min(ratios):.3f} | {' '.join(f'{r:.2f}' for r in ratios)} |")
+    for label, row in rows.items():
+        halves = row["speedup_by_language"]
+        per_prompt = [base / wall for base, wall in zip(medians["none"], medians[label])]
+        print(f"| {label} | {row['speedup']:.3f} | {halves.get('zh', float('nan')):.3f} | "
+              f"{halves.get('en', float('nan')):.3f} | {row['min_speedup']:.3f} | "
+              f"{' '.join(f'{r:.2f}' for r in per_prompt)} |")
     return 0
 
 
