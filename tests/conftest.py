@@ -26,6 +26,15 @@ except ImportError:  # hypothesis is a test requirement; the property tests skip
 
 
 
+@pytest.fixture(autouse=True)
+def no_controller_memory(monkeypatch):
+    """Every test starts with an empty goodput-controller memory: what earlier tests' runs taught it
+    (kept per process, as a server keeps it) must not decide what this test's runs draft."""
+    import core.controller
+
+    monkeypatch.setattr(core.controller, "_LEARNED", {})
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Small forwards run fastest on one thread; on a busy machine two threads spin-wait for each other.

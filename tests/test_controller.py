@@ -105,10 +105,7 @@ def test_hybrid_keeps_its_free_ngram_chain_where_eagle_is_not_asked(monkeypatch)
     """The n-gram half of ``hybrid`` costs nothing: where the controller asks EAGLE-3 for no level,
     the n-gram chain is still proposed, as deep as the budget allows; greedy output stays the
     target's and no block is left."""
-    import core.controller
-
     monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (0, False))
-    monkeypatch.setattr(core.controller, "_LEARNED", {})
     prompt = "床前明月光，疑是地上霜。床前明月光，疑是地上霜。床前明月光，"
     decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "hybrid", max_new_tokens=24, k="auto"))
     records = list(decoder.steps(ids))
@@ -132,12 +129,10 @@ def test_the_cost_curve_is_measured_once_and_cached(tmp_path, monkeypatch, tiny)
 
 def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
     import core.api
-    import core.controller
     from app.figures.tree import tree_figure
     from app.render import step_sentence
 
     monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)  # verifying more costs nothing: keep all
-    monkeypatch.setattr(core.controller, "_LEARNED", {})  # nothing carried over from earlier runs
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="hybrid", tree="auto", max_new_tokens=12)
     sentences = [step_sentence(r, "en") for r in result.steps]
     assert all('class="sdl-why"' in s for s in sentences)
@@ -245,10 +240,7 @@ def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, monkeypa
     trace reads back. With nothing carried over, the controller's first step probes and verifies
     at least one node, whatever the clock says of the steps after it (a busy machine may keep
     drafting off)."""
-    import core.controller
     from core import read_trace
-
-    monkeypatch.setattr(core.controller, "_LEARNED", {})
 
     prompt = "床前明月光，疑是地上霜。床前明月光，"
     path = tmp_path / "run.jsonl"
