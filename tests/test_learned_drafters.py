@@ -11,11 +11,11 @@ import torch
 from scipy.stats import chisquare
 
 from core.api import target_greedy
-from core.drafters.base import DraftShape
+from core.drafters.base import DraftShape, pick_children
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
-from core.drafters.vocab import draft_rows, to_target_vocab
+from core.drafters.vocab import Columns, draft_rows, to_target_vocab
 from core.engine import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
 from core.kv_cache import PagedKVCache
@@ -216,6 +216,22 @@ def test_a_draft_vocabulary_maps_ids_to_rows_and_logits_back():
     assert to_target_vocab(logits, vocab, 6).tolist() == [[-inf, -inf, 1.0, -inf, -inf, 3.0]]
     assert to_target_vocab(logits, None, 2).tolist() == [[1.0, 3.0]]  # same vocabulary, cut or padded
     assert to_target_vocab(logits, None, 4).tolist() == [[1.0, 3.0, 7.0, -inf]]
+
+
+@pytest.mark.parametrize("draft_vocab", [torch.tensor([1, 4, 6, 9]), None])
+def test_children_picked_from_a_drafters_own_columns_are_those_of_its_target_wide_logits(draft_vocab):
+    """Ranking only the columns that score a target id (no target-wide -inf logits) proposes the same
+    tokens with the same probabilities; a sampled child's law is still spread over the target's ids."""
+    columns, generator = Columns(draft_vocab, 10), torch.Generator()
+    logits = torch.tensor([0.5, 2.0, -1.0, 1.5, 0.1, 9.0])  # with a draft vocabulary the last column is "other"
+    own, wide = columns.proposable(logits), to_target_vocab(logits, draft_vocab, 10)
+    picked = pick_children(own, 3, 0.0, generator, columns)
+    expected = pick_children(wide, 3, 0.0, generator)
+    assert [t for t, _, _ in picked] == [t for t, _, _ in expected]
+    assert [p for _, p, _ in picked] == pytest.approx([p for _, p, _ in expected], rel=1e-6)
+    token, prob, law = pick_children(own, 1, 1.0, generator.manual_seed(0), columns)[0]
+    wide_token, wide_prob, wide_law = pick_children(wide, 1, 1.0, generator.manual_seed(0))[0]
+    assert (token, prob) == (wide_token, wide_prob) and torch.equal(law, wide_law) and len(law) == 10
 
 
 def test_coverage_is_the_share_of_tokens_a_draft_vocabulary_can_propose():

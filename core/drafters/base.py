@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import UserError
 from ..tree import DraftTree
+from .vocab import Columns
 
 if TYPE_CHECKING:
     from ..models import LoadedModel, Preset
@@ -240,19 +241,25 @@ class Wrapper(Drafter):
         return expansion.renumbered(self.renumbering)
 
 
-def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator):
+def pick_children(logits: torch.Tensor, width: int, temperature: float, generator: torch.Generator,
+                  columns: Columns | None = None):
     """Choose up to ``width`` distinct children from one draft distribution.
 
     Greedy (temperature 0): the top ``width`` tokens. Sampling: draws without replacement, the
     i-th from the draft law with the earlier ones removed; each child carries that law, as the
     recursive rejection rule needs.
 
-    logits: [vocab]. Returns a list of (token, draft_prob, draft_dist or None).
+    logits: [vocab], or with ``columns`` a drafter's proposable columns [m] (the greedy top-k reads
+    them as they are; a sampled child's law is spread over the target's vocabulary). Returns a
+    list of (target token, draft_prob, draft_dist or None).
     """
     if temperature <= 0:
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, width)
-        return [(int(t), float(p), None) for p, t in zip(top.values, top.indices)]
+        tokens = top.indices if columns is None else columns.target_ids(top.indices)
+        return [(t, p, None) for p, t in zip(top.values.tolist(), tokens.tolist())]
+    if columns is not None:
+        logits = columns.to_target(logits)
     dist = torch.softmax(logits.float() / temperature, dim=-1)
     children = []
     for _ in range(width):

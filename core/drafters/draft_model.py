@@ -23,7 +23,7 @@ from ..kv_cache import PagedKVCache, RequestKV
 from ..models import check_same_tokenizer
 from ..tree import DraftTree
 from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext, pick_children
-from .vocab import draft_rows, to_target_vocab
+from .vocab import Columns, draft_rows
 
 SIZE_FOLDERS = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
 
@@ -68,22 +68,18 @@ class DraftModelDrafter(Drafter):
         super().__init__(shape)
         self.draft = draft  # models.LoadedModel
         self.model_path = draft.path
-        self.vocab_size = vocab_size
         self.block_size = block_size
         self.kv: RequestKV | None = None
         self.target_ids = self.to_draft = None
         if draft.vocab_map is not None:
             self.target_ids = torch.tensor(draft.vocab_map.target_ids, device=draft.model.device)  # [draft vocab]
             self.to_draft = draft_rows(self.target_ids, vocab_size, outside=draft.vocab_map.other_id)
+        self.columns = Columns(self.target_ids, vocab_size)  # which target id each draft logit scores
 
     def _draft_ids(self, tokens: list[int]) -> list[int]:
         if self.to_draft is None:
             return tokens
         return self.to_draft[torch.tensor(tokens, dtype=torch.long, device=self.to_draft.device)].tolist()
-
-    def _target_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Draft logits [..., draft vocab] -> [..., target vocab]."""
-        return to_target_vocab(logits, self.target_ids, self.vocab_size)
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.capacity_tokens = capacity_tokens
@@ -109,12 +105,13 @@ class DraftModelDrafter(Drafter):
 
         self.fed = []
         fed_parents: list[int] = []  # segment parents of the fed entries
-        frontier = [(-1, self._target_logits(logits[-1]))]
+        frontier = [(-1, self.columns.proposable(logits[-1]))]
         for level in range(1, depth + 1):
             level_nodes = [
                 tree.add(token, parent, prob, dist, proposer="draft")
                 for parent, row in frontier
-                for token, prob, dist in pick_children(row, self.shape.width, ctx.temperature, ctx.generator)
+                for token, prob, dist in pick_children(row, self.shape.width, ctx.temperature, ctx.generator,
+                                                        self.columns)
             ]
             if level == depth:
                 break
@@ -124,7 +121,7 @@ class DraftModelDrafter(Drafter):
             logits = forward_segment(model, self.kv, self._draft_ids([tree.tokens[n] for n in level_nodes]), fed_parents)
             self.forwards += 1
             self.fed += level_nodes
-            frontier = list(zip(level_nodes, self._target_logits(logits)))
+            frontier = list(zip(level_nodes, self.columns.proposable(logits)))
         return tree
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:

@@ -226,14 +226,16 @@ class EagleDrafter(Drafter):
         outputs = {-1: root_out}  # candidate -> drafter output at it (the feature guessed after it)
         fed: list[int] = []  # candidates in drafter-cache write order
         frontier = [-1]
+        columns = self.net.columns  # ranked as they are: the target-wide logits would only add -inf entries
         for level in range(1, depth + 1):
-            logits = self.net.target_logits(torch.stack([outputs[c] for c in frontier])).float()  # [m, vocab]
-            logprobs = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)
+            logits = columns.proposable(self.net.draft_logits(torch.stack([outputs[c] for c in frontier]))).float()
+            logprobs = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)  # [m, columns]
             top = torch.topk(logprobs, self.top_k, dim=-1)
+            tokens = columns.target_ids(top.indices).tolist()
             level_nodes = []
             for row, parent in enumerate(frontier):
                 base = 0.0 if parent < 0 else expansion.scores[parent]
-                for logprob, token in zip(top.values[row].tolist(), top.indices[row].tolist()):
+                for logprob, token in zip(top.values[row].tolist(), tokens[row]):
                     level_nodes.append(expansion.add(token, parent, level, math.exp(logprob), base + logprob))
             if level == depth:
                 break

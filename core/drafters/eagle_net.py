@@ -37,7 +37,7 @@ from ..tree import attention_mask, position_ids
 from .eagle3_layer import Eagle3ReferenceLayer
 
 LAYOUTS = ("lab", "reference")
-from .vocab import keep_draft_vocab, to_target_vocab
+from .vocab import Columns, keep_draft_vocab
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,14 @@ class FeatureDrafterNet(nn.Module):
         """out [..., H] -> logits over the draft vocabulary [..., draft vocab]."""
         return (out if self.norm is None else self.norm(out)) @ self.head_weight.T
 
+    @property
+    def columns(self) -> Columns:
+        """Which target id each column of ``draft_logits`` scores."""
+        return Columns(self.draft_vocab, self.vocab_size)
+
     def target_logits(self, out: torch.Tensor) -> torch.Tensor:
         """out [..., H] -> logits over the target's vocabulary [..., vocab] (-inf outside the draft vocabulary)."""
-        return to_target_vocab(self.draft_logits(out), self.draft_vocab, self.vocab_size)
+        return self.columns.to_target(self.draft_logits(out))
 
 
 def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, tokens: list[int],

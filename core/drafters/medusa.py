@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..tree import DraftTree
 from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext, pick_children
 from .learned import LearnedOptions, default_folder, load_folder
-from .vocab import keep_draft_vocab, to_target_vocab
+from .vocab import Columns, keep_draft_vocab
 
 MAX_RANK = 32
 
@@ -81,9 +81,10 @@ class MedusaHeads(nn.Module):
             return per_head @ self.shared_head.T  # [..., K, vocab]
         return torch.einsum("...kh,kvh->...kv", per_head, self.lm_heads)
 
-    def target_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [..., H] -> logits over the target's vocabulary [..., K, vocab] (-inf outside the draft vocabulary)."""
-        return to_target_vocab(self(hidden), self.draft_vocab, self.vocab_size)
+    @property
+    def columns(self) -> Columns:
+        """Which target id each column of ``forward``'s logits scores."""
+        return Columns(self.draft_vocab, self.vocab_size)
 
 
 # ---- the static tree -----------------------------------------------------------------------
@@ -145,10 +146,10 @@ def choices_for_shape(shape: DraftShape, num_heads: int) -> Choices:
 
 
 def build_tree(choices: Choices, head_logits: torch.Tensor, max_depth: int, temperature: float,
-               generator: torch.Generator) -> DraftTree:
+               generator: torch.Generator, columns: Columns | None = None) -> DraftTree:
     """Turn the heads' guesses into the static tree ``choices`` (paths deeper than ``max_depth`` dropped).
 
-    head_logits: [K, vocab], row i from head i (depth i + 1).
+    head_logits: [K, vocab], row i from head i (depth i + 1); with ``columns``, [K, proposable columns].
     """
     widths: dict[tuple[int, ...], int] = {}
     for path in choices:
@@ -161,7 +162,7 @@ def build_tree(choices: Choices, head_logits: torch.Tensor, max_depth: int, temp
         if depth > min(max_depth, head_logits.shape[0]) or parent not in node_of:
             continue
         if parent not in draws:
-            draws[parent] = pick_children(head_logits[depth - 1], widths[parent], temperature, generator)
+            draws[parent] = pick_children(head_logits[depth - 1], widths[parent], temperature, generator, columns)
         if rank < len(draws[parent]):  # sampling stops early when the law has no mass left
             token, prob, dist = draws[parent][rank]
             node_of[path] = tree.add(token, node_of[parent], prob, dist, proposer=f"medusa-head{depth - 1}")
@@ -218,6 +219,7 @@ class MedusaDrafter(Drafter):
     def propose(self, ctx: ProposeContext) -> DraftTree:
         if self.feature is None or ctx.max_depth <= 0:
             return DraftTree()  # a one-token prompt: no hidden state yet
-        head_logits = self.heads.target_logits(self.feature).float()  # [K, vocab]
+        columns = self.heads.columns
+        head_logits = columns.proposable(self.heads(self.feature)).float()  # [K, columns]
         self.forwards += 1
-        return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator)
+        return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator, columns)

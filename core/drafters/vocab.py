@@ -6,10 +6,17 @@ LM head scores target id ``draft_vocab[i]``. Two maps cross between the vocabula
     draft_rows(draft_vocab, V)          target id -> draft row ([V], ``outside`` for ids not in it)
     to_target_vocab(logits, draft_vocab, V)  draft logits [..., n] -> target logits [..., V], -inf elsewhere
 
+A drafter that only ranks its own columns (greedy top-k) need not build the target-wide logits:
+``Columns`` keeps the columns that score some target id and maps a chosen column back to its id --
+a softmax or top-k over them is the one over the target's vocabulary without the -inf entries
+(on Gemma: 8,192 columns in place of 262,144, a millisecond a row).
+
 Worked example, ``draft_vocab = [2, 5]``, V = 6: ``draft_rows`` is ``[-1, -1, 0, -1, -1, 1]``, and
 draft logits ``[a, b]`` become ``[-inf, -inf, a, -inf, -inf, b]``: a token outside is never proposed.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -50,3 +57,25 @@ def keep_draft_vocab(module: nn.Module, draft_vocab: torch.Tensor | None, size: 
     if draft_vocab is None or len(draft_vocab) != size:
         raise ValueError("draft_vocab must list draft_vocab_size target ids")
     module.register_buffer("draft_vocab", draft_vocab.to(torch.long))
+
+
+@dataclass(frozen=True)
+class Columns:
+    """What the columns of a drafter's logits score: column i scores target id ``draft_vocab[i]``
+    (None: target id i) in a target vocabulary of ``vocab_size`` ids."""
+
+    draft_vocab: torch.Tensor | None
+    vocab_size: int
+
+    def proposable(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draft logits [..., n] -> the columns that score a target id [..., m] (an "other" id's
+        column, or columns past the target's vocabulary, left out)."""
+        return logits[..., : self.vocab_size if self.draft_vocab is None else len(self.draft_vocab)]
+
+    def target_ids(self, columns: torch.Tensor) -> torch.Tensor:
+        """Indices into ``proposable``'s columns -> the target ids they score."""
+        return columns if self.draft_vocab is None else self.draft_vocab[columns]
+
+    def to_target(self, logits: torch.Tensor) -> torch.Tensor:
+        """``proposable`` logits [..., m] -> logits over the target's vocabulary [..., vocab_size]."""
+        return to_target_vocab(logits, self.draft_vocab, self.vocab_size)
