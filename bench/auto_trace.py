@@ -31,7 +31,8 @@ from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--drafter", default="eagle3:auto", help="a bench spec with auto, e.g. draft:auto")
+    parser.add_argument("--drafter", default="eagle3:auto",
+                        help="a bench spec with auto, e.g. draft:auto (a fixed one, e.g. eagle3:3, to compare)")
     parser.add_argument("--prompt-index", type=int, default=0, help="which held-out prompt (0-15)")
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--depth", type=int, help="the deepest chain --k auto may ask for (default 8)")
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         asked = "".join("." if r.decision is None else f"{r.decision.depth}{'p' if r.decision.probe else ''}"
                         for r in records)
         kept = "".join(str(r.accepted_length) for r in records)
+        if not hasattr(c, "draft_cost"):  # a fixed shape, for comparison: no controller to report on
+            print(f"{wall * 1e3:6.1f} ms  kept {kept}")
+            continue
         fixed, per_token, level = (round(x * 1e3, 3) for x in c.draft_cost.coefficients)
         print(f"{wall * 1e3:6.1f} ms  asked {asked:<32} kept {kept:<24} plain {c._plain_s() * 1e3:.2f} ms, "
               f"overrun {c.overrun:.2f}, draft ms {fixed} + {per_token}/token + {level}/level, "
