@@ -5,7 +5,7 @@ requests, as a server would. Prints, per spec and controller, the median speedup
 (pooled, Chinese half, English half), the worst prompt and every prompt's.
 
     python bench/controller_ab.py --rev HEAD~1 [--specs eagle3:auto,draft:auto] [--preset tiny]
-                                  [--repeats 8] [--max-new-tokens 40] [--threads 2]
+                                  [--repeats 8] [--max-new-tokens 40] [--threads 2] [--set NAME=VALUE]
 
 The controller reads the clock, so run it on idle cores. Differences of a few percent need
 several runs to be believed: the same code's pooled speedup moves by 2-4% from run to run.
@@ -65,11 +65,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a constant of this tree's controller for the run, e.g. CARRY_WEIGHT=4 "
+                             "(repeatable; --rev HEAD then weighs the change alone)")
     args = parser.parse_args(argv)
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not (name.isupper() and isinstance(getattr(current, name, None), (int, float))):
+            parser.error(f"--set: core/controller.py has no numeric constant {name!r}")
+        setattr(current, name, type(getattr(current, name))(value))
     torch.set_num_threads(args.threads)
     config = BenchConfig(preset=args.preset, max_new_tokens=args.max_new_tokens, threads=args.threads)
     prompts = load_prompts(HELDOUT_PROMPTS)
-    controllers = (("this tree", current), (args.rev, controller_at(args.rev)))
+    this = f"this tree ({', '.join(args.set)})" if args.set else "this tree"
+    controllers = ((this, current), (args.rev, controller_at(args.rev)))
     variants = [("none", "none", None)] + [
         (f"{spec} @ {name}", spec, module) for spec in args.specs.split(",") for name, module in controllers
     ]
