@@ -25,7 +25,6 @@ except ImportError:  # hypothesis is a test requirement; the property tests skip
     pass
 
 
-
 @pytest.fixture(autouse=True)
 def no_controller_memory(monkeypatch):
     """Every test starts with an empty goodput-controller memory: what earlier tests' runs taught it
