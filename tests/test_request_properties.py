@@ -7,7 +7,7 @@ import math
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from core import UserError, generate
@@ -54,6 +54,8 @@ def api_options(draw) -> dict:
 
 
 @given(prompt=field(st.text(min_size=1, max_size=12)), max_new_tokens=field(SMALL), options=api_options())
+@example(prompt="0", max_new_tokens="1", options={"drafter": "none"})  # a budget given as text (found by CI)
+@example(prompt="0", max_new_tokens="3.0", options={"drafter": "none"})
 def test_the_api_gives_a_run_or_a_user_error(prompt, max_new_tokens, options):
     try:
         result = generate(prompt, preset="tiny", max_new_tokens=max_new_tokens, **options)
@@ -62,7 +64,8 @@ def test_the_api_gives_a_run_or_a_user_error(prompt, max_new_tokens, options):
         event("user error")
         return
     event("run")
-    assert 1 <= result.new_tokens <= max_new_tokens
+    budget = result.settings["max_new_tokens"]  # a whole number given as text ("1", "3.0") or as 2.0 is that number
+    assert budget == float(max_new_tokens) and 1 <= result.new_tokens <= budget
     assert result.kv["blocks_in_use_after"] == 0
     assert result.draft_kv is None or result.draft_kv["blocks_in_use_after"] == 0
 
