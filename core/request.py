@@ -21,6 +21,7 @@ from .errors import UserError
 MAX_PROMPT_CHARS = 100_000  # the context check after tokenising is the real limit; this bounds the work before it
 MAX_NEW_TOKENS = 4096
 MAX_TEMPERATURE = 10.0
+MIN_TEMPERATURE = 0.01  # the smallest sampling temperature: logits / T must stay finite in float32
 MAX_SEED = 2**63 - 1
 MAX_BLOCK_SIZE = 256
 MAX_MODEL_REF = 1000
@@ -29,6 +30,12 @@ MAX_MODEL_REF = 1000
 def _no_bool(value):
     if isinstance(value, bool):
         raise ValueError("expected a number, not true/false")
+    return value
+
+
+def _greedy_or_sampling(value: float) -> float:
+    if 0 < value < MIN_TEMPERATURE:
+        raise ValueError(f"must be 0 (greedy) or at least {MIN_TEMPERATURE} (sampling)")
     return value
 
 
@@ -63,8 +70,9 @@ class DecodeRequest(BaseModel):
     options: DrafterOptions = Field(default_factory=DrafterOptions)  # the drafter's own ``Options``
     shape: DraftShape = DraftShape(1, 4)
     max_new_tokens: Int = Field(64, ge=1, le=MAX_NEW_TOKENS, description="how many new tokens to decode")
-    temperature: Float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False,
-                               description="0 = greedy; > 0 = speculative sampling")
+    temperature: Annotated[Float, AfterValidator(_greedy_or_sampling)] = Field(
+        0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False,
+        description=f"0 = greedy; {MIN_TEMPERATURE} to {MAX_TEMPERATURE} = speculative sampling")
     seed: Int = Field(0, ge=0, le=MAX_SEED, description="sampling seed (runs are reproducible from it)")
     block_size: Int = Field(16, ge=1, le=MAX_BLOCK_SIZE, description="KV cache block size in tokens")
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d{1,2})?)$",

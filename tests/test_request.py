@@ -38,6 +38,7 @@ def test_names_and_aliases_come_from_the_registry():
     (dict(temperature=None), "temperature"),
     (dict(temperature="hot"), "temperature"),
     (dict(temperature=math.nan), "temperature"),
+    (dict(temperature=2e-215), "0 \\(greedy\\) or at least 0.01"),  # logits / T overflowed: a NaN law, not an error
     (dict(max_new_tokens=None), "max_new_tokens"),
     (dict(max_new_tokens=math.inf), "max_new_tokens"),
     (dict(max_new_tokens=math.nan), "max_new_tokens"),

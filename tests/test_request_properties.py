@@ -56,6 +56,7 @@ def api_options(draw) -> dict:
 @given(prompt=field(st.text(min_size=1, max_size=12)), max_new_tokens=field(SMALL), options=api_options())
 @example(prompt="0", max_new_tokens="1", options={"drafter": "none"})  # a budget given as text (found by CI)
 @example(prompt="0", max_new_tokens="3.0", options={"drafter": "none"})
+@example(prompt="0", max_new_tokens=1, options={"drafter": "none", "temperature": 2e-215})  # found by CI
 def test_the_api_gives_a_run_or_a_user_error(prompt, max_new_tokens, options):
     try:
         result = generate(prompt, preset="tiny", max_new_tokens=max_new_tokens, **options)
