@@ -234,7 +234,7 @@ def test_probes_wait_until_they_are_affordable_and_then_leave_the_controller_off
 
 @pytest.mark.parametrize("drafter, shape", [("hybrid", dict(tree="3x4")), ("hybrid", dict(tree="auto")),
                                             ("eagle3", dict(tree="auto"))])
-def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, monkeypatch, drafter, shape):
+def test_the_expansion_points_at_the_nodes_that_were_verified(tmp_path, drafter, shape):
     """EAGLE-2's scored candidates name their node in the verified tree, also where a wrapper
     renumbered it (hybrid's merge puts the n-gram chain first; the controller keeps a part); the
     trace reads back. With nothing carried over, the controller's first step probes and verifies

@@ -70,11 +70,11 @@ class DraftModelDrafter(Drafter):
         self.model_path = draft.path
         self.block_size = block_size
         self.kv: RequestKV | None = None
-        self.target_ids = self.to_draft = None
+        target_ids = self.to_draft = None
         if draft.vocab_map is not None:
-            self.target_ids = torch.tensor(draft.vocab_map.target_ids, device=draft.model.device)  # [draft vocab]
-            self.to_draft = draft_rows(self.target_ids, vocab_size, outside=draft.vocab_map.other_id)
-        self.columns = Columns(self.target_ids, vocab_size)  # which target id each draft logit scores
+            target_ids = torch.tensor(draft.vocab_map.target_ids, device=draft.model.device)  # [draft vocab]
+            self.to_draft = draft_rows(target_ids, vocab_size, outside=draft.vocab_map.other_id)
+        self.columns = Columns(target_ids, vocab_size)  # which target id each draft logit scores
 
     def _draft_ids(self, tokens: list[int]) -> list[int]:
         if self.to_draft is None:
