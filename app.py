@@ -61,7 +61,7 @@ def main() -> None:
     from app.ui import build_app, launch
     from app.views.monitor import MonitorPolicy
     from core import UserError
-    from core.models import default_preset, resolve_preset
+    from core.models.loading import default_preset, resolve_preset
 
     args.preset = args.preset or default_preset()
     try:

@@ -10,18 +10,12 @@ from pathlib import Path
 
 from core import UserError
 from core.drafters import BASELINE, lookup
-from core.drafters.base import MAX_DEPTH, MAX_WIDTH
+from core.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
+                         PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 from core.request import DecodeRequest, drafter_names
 
 from .i18n import t
 
-# The page's own caps, tighter than the engine's (a shared server): prompt, tokens, temperature, seed.
-MAX_PROMPT_CHARS = 2000
-MAX_NEW_TOKENS = 512
-MAX_TEMPERATURE = 2.0
-MAX_SEED = 2**31 - 1
-MAX_COMPARE_RUNS = 16
-MAX_MODEL_REF = 300
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DRAFTER_NAMES = drafter_names()
 COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != BASELINE]  # draft-xs, draft, draft-l: three sizes
@@ -48,8 +42,8 @@ def number(value, name: str, lang: str, low: float, high: float, *, integer: boo
 def prompt_text(value, lang: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise UserError(t("err.prompt_empty", lang))
-    if len(value) > MAX_PROMPT_CHARS:
-        raise UserError(t("err.prompt_long", lang, limit=MAX_PROMPT_CHARS, got=len(value)))
+    if len(value) > PAGE_MAX_PROMPT_CHARS:
+        raise UserError(t("err.prompt_long", lang, limit=PAGE_MAX_PROMPT_CHARS, got=len(value)))
     return value
 
 
@@ -115,7 +109,7 @@ def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:
     text = value.strip() if isinstance(value, str) else ""
     if not policy.own_models:
         raise UserError(t("err.own_models_off", lang, name=label))
-    if not text or len(text) > MAX_MODEL_REF:
+    if not text or len(text) > PAGE_MAX_MODEL_REF:
         raise UserError(t("err.model_ref", lang, name=label, value=str(value)[:80]))
     folder = Path(text).expanduser()
     if folder.is_dir():
@@ -154,9 +148,9 @@ def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width
         k=k,
         tree=None if width == 1 else (width, k),
         auto=auto is True,
-        temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
-        seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
-        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+        temperature=number(temperature, "ctl.temperature", lang, 0, PAGE_MAX_TEMPERATURE),
+        seed=number(seed, "ctl.seed", lang, 0, PAGE_MAX_SEED, integer=True),
+        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, PAGE_MAX_NEW_TOKENS, integer=True),
     )
 
 
@@ -197,13 +191,13 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
     base = dict(
         prompt=prompt_text(prompt, lang),
         preset=choice(preset, presets, "ctl.preset", lang),
-        temperature=number(temperature, "ctl.temperature", lang, 0, MAX_TEMPERATURE),
-        seed=number(seed, "ctl.seed", lang, 0, MAX_SEED, integer=True),
-        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, MAX_NEW_TOKENS, integer=True),
+        temperature=number(temperature, "ctl.temperature", lang, 0, PAGE_MAX_TEMPERATURE),
+        seed=number(seed, "ctl.seed", lang, 0, PAGE_MAX_SEED, integer=True),
+        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, PAGE_MAX_NEW_TOKENS, integer=True),
     )
     shape_list = shapes(shape_text, lang)
-    if 1 + len(drafters) * len(shape_list) > MAX_COMPARE_RUNS:
-        raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list), limit=MAX_COMPARE_RUNS))
+    if 1 + len(drafters) * len(shape_list) > PAGE_MAX_COMPARE_RUNS:
+        raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list), limit=PAGE_MAX_COMPARE_RUNS))
     requests = [request(lang, policy, BASELINE, target, draft, k=1, **base)]
     requests += [request(lang, policy, name, target, draft, k=k, tree=tree, **base)
                  for name in drafters for k, tree in shape_list]

@@ -633,9 +633,9 @@ TEXT: dict[str, tuple[str, str]] = {
                      "**1. Is decoding memory-bound or compute-bound here?** So far: {table}; step on until the "
                      "batch or the trees change size to compare. (Source: the timings of this batch's {n} batched "
                      "verify forwards.)"),
-    "serve.q2": ("**2. 草稿有多便宜？** 每个请求起草的时间是验证时间的 {cost:.2f} 倍（core.metrics 的 draft_cost，"
+    "serve.q2": ("**2. 草稿有多便宜？** 每个请求起草的时间是验证时间的 {cost:.2f} 倍（core.records.metrics 的 draft_cost，"
                  "汇总所有请求的 StepRecord；这里草稿是逐个请求跑的，一批的起草时间要再乘上请求数）。",
-                 "**2. How cheap is the draft?** Drafting took {cost:.2f}× the verify time per request (core.metrics "
+                 "**2. How cheap is the draft?** Drafting took {cost:.2f}× the verify time per request (core.records.metrics "
                  "draft_cost over every request's StepRecords; drafting runs request by request here, so a batch's "
                  "drafting time is that times the requests)."),
     "serve.q2_none": ("**2. 草稿有多便宜？** 这个草稿方法什么都不起草，没有草稿成本。",
@@ -650,10 +650,10 @@ TEXT: dict[str, tuple[str, str]] = {
                              "no KV cache of its own."),
     "serve.q3": ("**3. 接受率稳定吗？** {n} 个请求的接受率在 {low:.0%} 到 {high:.0%} 之间，每次目标前向产出 "
                  "{tau_low:.2f} 到 {tau_high:.2f} 个 token；整批合计接受率 {rate:.0%}，τ = {tau:.2f}"
-                 "（core.metrics，按请求各自的 StepRecord 计算）。差得越远，越难靠它规划容量。",
+                 "（core.records.metrics，按请求各自的 StepRecord 计算）。差得越远，越难靠它规划容量。",
                  "**3. Is acceptance stable?** Across {n} requests the acceptance rate ran from {low:.0%} to "
                  "{high:.0%} and tokens per target forward from {tau_low:.2f} to {tau_high:.2f}; the batch as a whole "
-                 "{rate:.0%}, τ = {tau:.2f} (core.metrics over each request's StepRecords). The wider the spread, "
+                 "{rate:.0%}, τ = {tau:.2f} (core.records.metrics over each request's StepRecords). The wider the spread, "
                  "the harder it is to plan capacity on it."),
     "serve.q3_none": ("**3. 接受率稳定吗？** 这个草稿方法不起草，每次目标前向 {tau:.2f} 个 token。",
                       "**3. Is acceptance stable?** This drafter drafts nothing: {tau:.2f} tokens per target "

@@ -14,7 +14,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from core.drafters.draft_model import DraftModelDrafter
-from core.records import NodeRecord, StepRecord, TokenRecord
+from core.records.steps import NodeRecord, StepRecord, TokenRecord
 
 from .figures.lesson import forwards_bar, forwards_figure
 from .figures.tree import draw_tree

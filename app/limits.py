@@ -9,12 +9,10 @@ import threading
 from dataclasses import dataclass
 
 from core import UserError
+from core.limits import MAX_TRACE_BYTES, MIB
 from core.request import DecodeRequest
-from core.trace_schema import MAX_TRACE_BYTES, MIB
 
 from .i18n import t
-
-MAX_UPLOAD = MAX_TRACE_BYTES  # the largest upload: a trace (bench results are refused above 5 MB)
 
 
 @dataclass(frozen=True)
@@ -29,8 +27,8 @@ class ServerLimits:
 
 
 def upload_too_large(lang: str) -> UserError:
-    """What a visitor is told about a file over MAX_UPLOAD (the page refuses it in the browser)."""
-    return UserError(t("err.upload_too_large", lang, limit=MAX_UPLOAD / MIB))
+    """What a visitor is told about a file over MAX_TRACE_BYTES (the page refuses it in the browser)."""
+    return UserError(t("err.upload_too_large", lang, limit=MAX_TRACE_BYTES / MIB))
 
 
 def request_cost(request: DecodeRequest) -> int:

@@ -1,4 +1,4 @@
-"""``GET /metrics``: the server's LabMetrics (``core.prometheus``) in the Prometheus text format.
+"""``GET /metrics``: the server's LabMetrics (``core.serving.prometheus``) in the Prometheus text format.
 
 Like the own-models fields it is for this machine by default: a client on a loopback address
 gets the metrics, any other gets 403 unless the server was started with ``--allow-remote-metrics``
@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from core.monitor import is_loopback_address
-from core.prometheus import CONTENT_TYPE, lab_metrics
+from core.serving.monitor import is_loopback_address
+from core.serving.prometheus import CONTENT_TYPE, lab_metrics
 
 PATH = "/metrics"
 

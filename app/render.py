@@ -4,8 +4,8 @@ from __future__ import annotations
 import html
 import re
 
-from core.metrics import tally
-from core.records import StepRecord
+from core.records.metrics import tally
+from core.records.steps import StepRecord
 
 from .i18n import has, t
 from .palette import COLORS, visible

@@ -1,14 +1,14 @@
 """The numbers the live plots draw, read off a run's StepRecords.
 
-Running values are ``core.metrics``, the engine's own definitions, so after the last step they
+Running values are ``core.records.metrics``, the engine's own definitions, so after the last step they
 equal the RunResult.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.metrics import per_position_acceptance, running
-from core.records import StepRecord
+from core.records.metrics import per_position_acceptance, running
+from core.records.steps import StepRecord
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.api import build_decoder
-from core.batch import BatchDecoder, BatchStep
-from core.comparison import Comparison
-from core.cost import CostCurve
-from core.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
-from core.monitor import Watch
-from core.prometheus import lab_metrics
-from core.records import RunResult, StepRecord, Trace, write_trace
+from core.cost.curve import CostCurve
+from core.cost.theory import predicted_speedup
+from core.engine.batch import BatchDecoder, BatchStep
+from core.records.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
+from core.records.steps import RunResult, StepRecord, Trace, write_trace
 from core.request import DecodeRequest
-from core.theory import predicted_speedup
+from core.serving.monitor import Watch
+from core.serving.prometheus import lab_metrics
+from core.studies.comparison import Comparison
 
 from . import memory
 from .figures import MeasuredPoint
@@ -116,7 +116,7 @@ class Run(_Stepped):
 
 
 class ServingRun(_Stepped):
-    """A queue of requests decoded as a continuous batch (``core.batch.BatchDecoder.serve``), one
+    """A queue of requests decoded as a continuous batch (``core.engine.batch.BatchDecoder.serve``), one
     batched step at a time."""
 
     def __init__(self, requests: list[DecodeRequest], max_batch: int):
@@ -135,7 +135,7 @@ class ServingRun(_Stepped):
 def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
                    forward_s: float | None = None, curve: CostCurve | None = None) -> MeasuredPoint:
     """Reduce a run (or a set-up's repeats, pooled) to the expected-speedup model's terms, all from
-    its records (``core.metrics``): ``forward_s`` is the one-token forward its times are counted in
+    its records (``core.records.metrics``): ``forward_s`` is the one-token forward its times are counted in
     (the comparison's baseline, or the cost curve's), ``curve`` the target's v(n) for the prediction."""
     totals = tally(records)
     forward_s = forward_s or (curve.forward_s if curve else None)

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import gradio as gr
 
-from core import gemma
-from core.models import PRESETS, resolve_preset
+from core.limits import MAX_TRACE_BYTES
+from core.models import gemma
+from core.models.loading import PRESETS, resolve_preset
 
+from . import memory
 from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
-from . import memory
 from .labels import Labels
-from .limits import MAX_UPLOAD, RunGate, ServerLimits
+from .limits import RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
@@ -103,6 +104,6 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     ``routes``: extra Starlette routes served beside the page (``/metrics``)."""
     memory.limit_arenas()  # before Gradio's worker threads start (app.memory)
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
-        server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_UPLOAD,
+        server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_TRACE_BYTES,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
     )

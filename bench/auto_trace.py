@@ -8,7 +8,7 @@ the fitted draft cost and the acceptance by level).
     python bench/auto_trace.py --preset tiny --drafter eagle3:auto --prompt-index 4 --depth 3
 
 ``--depth`` caps the controller's chain (``--k auto`` drafts up to 8). Prompts are the 16
-held-out prompts of ``core.bench``. Run on idle cores: the controller reads the clock.
+held-out prompts of ``core.studies.bench``. Run on idle cores: the controller reads the clock.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import core.request as request  # noqa: E402
 from core.api import build_decoder  # noqa: E402
-from core.bench import BenchConfig  # noqa: E402
-from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.studies.bench import BenchConfig  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.api import target_greedy  # noqa: E402
-from core.batch import build_batch, run_batch  # noqa: E402
-from core.models import pick_device  # noqa: E402
-from core.prompts import load_prompts  # noqa: E402
-from core.sweep import batch_prompts, parse_batch_sizes  # noqa: E402
+from core.api import build_batch, target_greedy
+from core.engine.batch import run_batch  # noqa: E402
+from core.models.loading import pick_device  # noqa: E402
+from core.models.prompts import load_prompts  # noqa: E402
+from core.studies.batch_size import batch_prompts, parse_batch_sizes  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """What the app's Compare and Worth it? show for a few prompts: run through the page's own request
-builder and timing loop (warm-up, interleaved rounds, medians; ``core.comparison``), then Worth
+builder and timing loop (warm-up, interleaved rounds, medians; ``core.studies.comparison``), then Worth
 it?'s prediction for each set-up (``app.session.comparison_points``: tau / (k*c + v(n)) from the
 run's own records and the cached verify-cost curve) beside the measured speedup.
 
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.controls import compare_requests  # noqa: E402
 from app.session import comparison_points  # noqa: E402
-from core.comparison import run_comparison  # noqa: E402
-from core.models import PRESETS  # noqa: E402
+from core.models.loading import PRESETS  # noqa: E402
+from core.studies.comparison import run_comparison  # noqa: E402
 
 README_PROMPTS = ("It is a truth universally acknowledged", "我爱", "床前明月光，")  # Compare's, the CLI's, the Gemma check's
 

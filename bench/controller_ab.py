@@ -1,4 +1,4 @@
-"""The goodput controller (``core/controller.py``) against its version at another git revision, in
+"""The goodput controller (``core/drafters/controller.py``) against its version at another git revision, in
 one process: every ``auto`` spec decodes every held-out prompt with both controllers, interleaved
 with ``none`` prompt by prompt, ``--repeats`` times; each controller keeps its own memory across
 requests, as a server would. Prints, per spec and controller, the median speedup over ``none``
@@ -25,19 +25,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import core.api as api  # noqa: E402
-import core.controller as current  # noqa: E402
-from core.bench import BenchConfig, engine_runner, summarize, time_interleaved  # noqa: E402
-from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+import core.drafters.controller as current  # noqa: E402
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.studies.bench import BenchConfig, engine_runner, summarize, time_interleaved  # noqa: E402
 
 
 def controller_at(rev: str):
-    """``core/controller.py`` as it was at ``rev``, imported as a module of the ``core`` package."""
-    source = subprocess.run(["git", "show", f"{rev}:core/controller.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("core._controller_at_rev", None))
-    module.__package__ = "core"  # its relative imports
+    """``core/drafters/controller.py`` as it was at ``rev``, imported as a module of ``core.drafters``
+    (revisions from the sub-package layout on; before it the controller was ``core/controller.py``)."""
+    shown = subprocess.run(["git", "show", f"{rev}:core/drafters/controller.py"], cwd=ROOT, capture_output=True,
+                           text=True)
+    if shown.returncode:
+        sys.exit(f"error: {rev} has no core/drafters/controller.py (it predates the sub-package layout)")
+    source = shown.stdout
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("core.drafters._controller_at_rev", None))
+    module.__package__ = "core.drafters"
     sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"{rev}:core/controller.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:core/drafters/controller.py", "exec"), module.__dict__)
     return module
 
 
@@ -60,7 +64,7 @@ def runner(config: BenchConfig, prompt: str, spec: str, module):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rev", required=True, help="the git revision whose controller to compare against")
-    parser.add_argument("--specs", default="eagle3:auto,draft:auto", help="core.bench specs with auto")
+    parser.add_argument("--specs", default="eagle3:auto,draft:auto", help="core.studies.bench specs with auto")
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=40)
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         name, _, value = item.partition("=")
         if not (name.isupper() and isinstance(getattr(current, name, None), (int, float))):
-            parser.error(f"--set: core/controller.py has no numeric constant {name!r}")
+            parser.error(f"--set: core/drafters/controller.py has no numeric constant {name!r}")
         setattr(current, name, type(getattr(current, name))(value))
     torch.set_num_threads(args.threads)
     config = BenchConfig(preset=args.preset, max_new_tokens=args.max_new_tokens, threads=args.threads)

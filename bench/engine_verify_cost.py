@@ -2,7 +2,7 @@
 
     python bench/engine_verify_cost.py [PRESET] [THREADS] [REPEATS]     (default: gemma-270m 2 12)
 
-Calls only ``SpeculativeDecoder.verify`` and ``core.forward.forward_segment`` (a 1-token forward with
+Calls only ``SpeculativeDecoder.verify`` and ``core.runtime.forward.forward_segment`` (a 1-token forward with
 the full head), which exist across versions of the engine, so the same command measures a commit
 before and after a change of the verify path. A chain of n - 1 drafted nodes after 64 cached
 tokens; every probe runs once per pass, all interleaved, two warm-up passes, medians.
@@ -17,8 +17,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
-from core.forward import forward_segment  # noqa: E402
-from core.tree import DraftTree  # noqa: E402
+from core.runtime.forward import forward_segment  # noqa: E402
+from core.runtime.tree import DraftTree  # noqa: E402
 
 SIZES = (1, 2, 5, 9, 17, 25)
 PROMPT = ("Edward remained a week at the cottage; he was warmly pressed by Mrs. Dashwood to stay longer; but, as if "

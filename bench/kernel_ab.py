@@ -1,10 +1,10 @@
-"""The verify-cost curve with and without the body's packed Linear layers (``core.kernels``), in one
+"""The verify-cost curve with and without the body's packed Linear layers (``core.runtime.kernels``), in one
 process: measured first with plain ``F.linear`` everywhere, then again after packing.
 
     python bench/kernel_ab.py [--preset gemma-270m] [--threads 2] [--repeats 7]
 
 Prints ms and verify(n) / forward(1) for both, through the engine's verify path with the LM head
-(``core.verify_cost``), after 64 tokens of held-out text. Run on idle cores.
+(``core.cost.probe``), after 64 tokens of held-out text. Run on idle cores.
 """
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ["SDLAB_PACKED_LINEAR"] = "0"  # load without; packed below
-from core.kernels import pack_linears  # noqa: E402
-from core.models import load_model, resolve_preset  # noqa: E402
-from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.sweep import latency_context  # noqa: E402
-from core.verify_cost import VERIFY_CONTEXT, measure_verify_cost  # noqa: E402
+from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost  # noqa: E402
+from core.models.loading import load_model, resolve_preset  # noqa: E402
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.runtime.kernels import pack_linears  # noqa: E402
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32)
 

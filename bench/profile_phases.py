@@ -3,7 +3,7 @@
     python bench/profile_phases.py [--preset tiny] [--drafters none,draft,ngram:auto] [--max-new-tokens 64]
                                    [--prompts FILE] [--threads 1] [--no-records]
 
-Drafters are ``core.bench`` specs (``eagle3:auto``, ``ngram:4``, ``eagle3:4x5:eagle_nodes=24``).
+Drafters are ``core.studies.bench`` specs (``eagle3:auto``, ``ngram:4``, ``eagle3:4x5:eagle_nodes=24``).
 ``--never-draft``: the goodput controller of every ``auto`` drafter decides "no draft" at every
 step -- what an ``auto`` run's plain steps cost against ``none``'s (the controller, the records,
 a feature drafter's hidden states).
@@ -26,11 +26,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
-
-from core.bench import BenchConfig, hf_runners  # noqa: E402
-from core.controller import GoodputController  # noqa: E402
-from core.engine import SpeculativeDecoder  # noqa: E402
-from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.drafters.controller import GoodputController  # noqa: E402
+from core.engine.decoder import SpeculativeDecoder  # noqa: E402
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.studies.bench import BenchConfig, hf_runners  # noqa: E402
 
 PHASES = ("propose", "verify", "accept", "commit", "record")
 

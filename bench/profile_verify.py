@@ -2,7 +2,7 @@
 
     python bench/profile_verify.py [--preset gemma-270m] [--sizes 1,5,25] [--repeats 10] [--threads 2]
 
-The probe is ``core.verify_cost``'s (n new tokens as a chain after 64 cached tokens, the engine's
+The probe is ``core.cost.probe``'s (n new tokens as a chain after 64 cached tokens, the engine's
 own verify path). The mask column times building the 4D mask and positions alone; the body
 column includes that same work. Each section is timed with ``torch.profiler`` over every repeat, all sizes
 interleaved after a warm-up; prints milliseconds per verify per section, then the body's
@@ -20,14 +20,13 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.acceptance import TargetView  # noqa: E402
-from core.forward import _segment_inputs, chain_parents, run_segment  # noqa: E402
-from core.head import LMHead  # noqa: E402
-from core.kv_cache import PagedKVCache  # noqa: E402
-from core.models import load_model, resolve_preset  # noqa: E402
-from core.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.sweep import latency_context  # noqa: E402
-from core.verify_cost import VERIFY_CONTEXT  # noqa: E402
+from core.cost.probe import VERIFY_CONTEXT, latency_context
+from core.models.loading import load_model, resolve_preset  # noqa: E402
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
+from core.runtime.acceptance import TargetView  # noqa: E402
+from core.runtime.forward import _segment_inputs, chain_parents, run_segment  # noqa: E402
+from core.runtime.head import LMHead  # noqa: E402
+from core.runtime.kv_cache import PagedKVCache  # noqa: E402
 
 SECTIONS = ("mask", "body", "lm_head", "argmax")
 

@@ -5,14 +5,15 @@ from pathlib import Path
 
 import torch
 
-from .controller import GoodputController
-from .cost import cost_curve
-from .drafters import DEFAULT_DRAFTER, DrafterInputs
-from .engine import SpeculativeDecoder
-from .errors import UserError
-from .models import LoadedModel, load_model, resolve_preset
-from .records import RunResult, check_writable, write_trace
-from .request import DecodeRequest
+from core.cost.curve import cost_curve
+from core.drafters import DEFAULT_DRAFTER, DrafterInputs
+from core.drafters.controller import GoodputController
+from core.engine.batch import BatchDecoder
+from core.engine.decoder import SpeculativeDecoder
+from core.errors import UserError
+from core.models.loading import LoadedModel, load_model, resolve_preset
+from core.records.steps import RunResult, check_writable, write_trace
+from core.request import MAX_SEED, DecodeRequest
 
 
 def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list[int]:
@@ -53,6 +54,25 @@ def build_decoder(request: DecodeRequest, *, record: bool = True) -> tuple[Specu
         },
     }
     return SpeculativeDecoder(target, drafter, settings, run_info), prompt_ids
+
+
+def build_batch(prompts: list[str], preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, max_batch: int | None = None,
+                **options) -> BatchDecoder:
+    """A batch of ``prompts`` decoded with one drafter kind (one drafter object per request).
+
+    ``max_batch``: at most this many decode at once, the rest queue (continuous batching); by
+    default all of them at once. ``options`` are ``DecodeRequest.of``'s (k, tree, temperature,
+    seed, max_new_tokens, device, ...); with ``seed`` request i is seeded ``seed + i``.
+    """
+    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+        raise UserError("a batch takes a list of prompts (got a single string)" if isinstance(prompts, str)
+                        else f"a batch takes a list of prompts (got {type(prompts).__name__})")
+    if not prompts:
+        raise UserError("a batch needs at least one prompt")
+    requests = [DecodeRequest.of(p, preset, drafter, **options) for p in prompts]
+    built = [build_decoder(r.model_copy(update={"seed": (r.seed + i) % (MAX_SEED + 1)}))
+             for i, r in enumerate(requests)]
+    return BatchDecoder([d for d, _ in built], [ids for _, ids in built], max_batch)
 
 
 def greedy_generate_kwargs(target: LoadedModel, input_ids: torch.Tensor, max_new_tokens: int) -> dict:

@@ -14,17 +14,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .drafters import DEFAULT_DRAFTER, MAX_TREE_NODES, Drafter, DraftShape, DrafterOptions, drafter_names, lookup, option_fields, option_owners
-from .engine import DecodeSettings
-from .errors import UserError
-
-MAX_PROMPT_CHARS = 100_000  # the context check after tokenising is the real limit; this bounds the work before it
-MAX_NEW_TOKENS = 4096
-MAX_TEMPERATURE = 10.0
-MIN_TEMPERATURE = 0.01  # the smallest sampling temperature: logits / T must stay finite in float32
-MAX_SEED = 2**63 - 1
-MAX_BLOCK_SIZE = 256
-MAX_MODEL_REF = 1000
+from core.drafters import (DEFAULT_DRAFTER, Drafter, DrafterOptions, DraftShape, drafter_names, lookup, option_fields,
+                           option_owners)
+from core.engine.decoder import DecodeSettings
+from core.errors import UserError
+from core.limits import (MAX_BLOCK_SIZE, MAX_MODEL_REF, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE,
+                         MAX_TREE_NODES, MIN_TEMPERATURE)
 
 
 def _no_bool(value):

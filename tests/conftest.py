@@ -29,9 +29,9 @@ except ImportError:  # hypothesis is a test requirement; the property tests skip
 def no_controller_memory(monkeypatch):
     """Every test starts with an empty goodput-controller memory: what earlier tests' runs taught it
     (kept per process, as a server keeps it) must not decide what this test's runs draft."""
-    import core.controller
+    import core.drafters.controller
 
-    monkeypatch.setattr(core.controller, "_LEARNED", {})
+    monkeypatch.setattr(core.drafters.controller, "_LEARNED", {})
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,6 @@ def random_llama():
 @pytest.fixture(scope="session")
 def tiny():
     """The shipped tiny target and draft, loaded through the same path as every HF model."""
-    from core.models import PRESETS, load_model
+    from core.models.loading import PRESETS, load_model
 
     return load_model(PRESETS["tiny"].target, "cpu"), load_model(PRESETS["tiny"].draft, "cpu")

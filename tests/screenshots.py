@@ -13,8 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, \
-    wait_for_plot
+from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 TRACES = ROOT / "assets" / "traces"

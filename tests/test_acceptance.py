@@ -2,9 +2,9 @@
 import torch
 from scipy.stats import chisquare
 
-from core.acceptance import TargetView, greedy_accept, node_status, residual_probs, speculative_accept
 from core.drafters.base import pick_children
-from core.tree import DraftTree
+from core.runtime.acceptance import TargetView, greedy_accept, node_status, residual_probs, speculative_accept
+from core.runtime.tree import DraftTree
 
 
 def one_hot(i, n=5):

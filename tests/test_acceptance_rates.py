@@ -1,6 +1,6 @@
 """The tiny family speculates well enough to teach with: measured, not assumed."""
 from core import generate
-from core.prompts import load_prompts
+from core.models.prompts import load_prompts
 
 
 def test_draft_k4_accepts_more_than_one_and_a_half_tokens_per_forward():

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)

@@ -10,8 +10,8 @@ from app.figures import batch_figure
 from app.views.batch import EXAMPLE_RESULTS, live_sweep, verdict_markdown
 from core import UserError
 from core.drafters import drafter_color
-from core.sweep import read_sweep_result
-from core.sweep_figure import find_knee
+from core.studies.batch_size import read_sweep_result
+from core.studies.batch_size_figure import find_knee
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step, \
-    step_auto, wait_for_plot
+from app_driver import (browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step,
+                        step_auto, wait_for_plot)
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,20 +8,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from app_server import TINY_MISSING, TINY_READY
 
 from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_figure, pool_figure, tree_figure,
                          worth_figure)
 from app.i18n import TEXT, t
 from app.render import step_sentence, summary_markdown, text_html
-from app.session import Run, comparison_points, measured_point
-from app.views.compare import flag_lines, table as compare_table
-from app.views.worth import points_table, readout
-from core.comparison import Spread
-from core.cost import CostCurve
-from core.drafters import drafter_color
 from app.series import run_series
-from app_server import TINY_MISSING, TINY_READY
+from app.session import Run, comparison_points, measured_point
+from app.views.compare import flag_lines
+from app.views.compare import table as compare_table
+from app.views.worth import points_table, readout
 from core import UserError, generate, read_trace
+from core.cost.curve import CostCurve
+from core.drafters import drafter_color
+from core.studies.comparison import Spread
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 
@@ -159,7 +160,7 @@ CURVE = CostCurve(tokens=[1, 2, 5, 9], ratio=[1.0, 1.2, 1.6, 2.4], forward_s=0.0
 
 
 def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
-    from core.theory import tokens_per_verify, wallclock_speedup
+    from core.cost.theory import tokens_per_verify, wallclock_speedup
 
     point = MeasuredPoint("draft · k=4", alpha=0.5, k=4, draft_cost=0.4, c=0.1, tokens_per_verify=1.8, speedup=1.2,
                           v=1.7, v_model=1.6, predicted=0.9, v_by_nodes={1: 1.0, 5: 1.7})
@@ -185,8 +186,8 @@ def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
 
 def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
     """Worth it?'s prediction for a run: its own tau and drafting time, v(nodes + 1) from the curve."""
-    from core import metrics
-    from core.theory import predicted_speedup
+    from core.cost.theory import predicted_speedup
+    from core.records import metrics
 
     records, forward_s = runs["chain"].steps, metrics.forward_seconds(runs["none"].steps)
     point = measured_point("chain", records, 4, speedup=1.1, forward_s=forward_s, curve=CURVE)
@@ -210,8 +211,8 @@ def _timed(result, walls, verify_s):
 
 
 def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
-    from core.comparison import Comparison, TimedSetup
     from core.request import DecodeRequest
+    from core.studies.comparison import Comparison, TimedSetup
 
     def setup(result, walls, verify_s=None):
         request = DecodeRequest.of("我爱", drafter=result.drafter, k=int(result.settings["k"]))
@@ -241,8 +242,8 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
 def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     """Each set-up once untimed (short), then rounds baseline, A, baseline, A; Compare and Worth it?
     show one draft-cost number for a set-up, and Worth it? predicts next to the measured speedup."""
-    from core.comparison import WARMUP_TOKENS, run_comparison
     from core.request import DecodeRequest
+    from core.studies.comparison import WARMUP_TOKENS, run_comparison
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a fresh cost curve, measured here
     requests = [DecodeRequest.of("It is a truth", drafter=d, k=3, max_new_tokens=10) for d in ("none", "draft")]

@@ -4,9 +4,8 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from app_server import TINY_MISSING, TINY_READY, running_app
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
@@ -34,7 +33,7 @@ def scrape(url: str) -> dict:
 
 def test_metrics_equal_the_stepped_runs_records(url):
     from core import read_trace
-    from core.metrics import tally
+    from core.records.metrics import tally
 
     c = gradio_client.Client(url, verbose=False)
     for _ in range(5):

@@ -3,7 +3,6 @@ runs: its tau and per-position acceptance equal the engine's for the same runs."
 from __future__ import annotations
 
 import pytest
-
 from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare
 from app_server import TINY_MISSING, TINY_READY, running_app
 
@@ -16,7 +15,7 @@ ACCEPTED = "#2e9e44"  # app.palette: the per-position bars' colour
 
 def test_monitor_shows_the_engines_tau_and_per_position_acceptance():
     from core import generate
-    from core.metrics import tally
+    from core.records.metrics import tally
 
     with running_app("tiny") as url, browser_page() as page:
         open_app(page, url)

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from app_server import TINY_MISSING, TINY_READY, running_app
 from trace_cases import RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, write_blow_up_traces
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import os
 
 import pytest
+from app_driver import browser_page, missing_browser, open_app, open_tab
+from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
 from app.figures.serving import MASK_KINDS, kv_pair_figure, mask_matrix, masks_figure, timeline_figure
 from app.session import ServingRun
 from app.views.serving import parse_requests, questions_markdown, serving_requests, status_markdown
-from core import UserError, gemma, target_greedy
-from core.metrics import tally
-from core.tree import ancestor_matrix, with_root
-
-from app_driver import browser_page, missing_browser, open_app, open_tab
-from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
+from core import UserError, target_greedy
+from core.models import gemma
+from core.records.metrics import tally
+from core.runtime.tree import ancestor_matrix, with_root
 
 QUEUE = "5 | 我爱\n14 | It is a truth universally acknowledged\n3 | 床前明月光，\n9 | The quick brown fox\n6 | 春眠不觉晓，"
 BUDGETS = [5, 14, 3, 9, 6]

@@ -7,13 +7,14 @@ import pytest
 import torch
 
 from core import DecodeRequest, build_decoder, target_greedy
-from core.batch import BatchDecoder, build_batch, run_batch
+from core.api import build_batch
 from core.drafters.draft_model import DraftModelDrafter
+from core.engine.batch import BatchDecoder, run_batch
 from core.errors import UserError
-from core.forward import chain_parents, forward_segment, run_batch_body
-from core.head import LMHead
-from core.kv_cache import PagedForward, PagedKVCache
-from core.tree import with_root
+from core.runtime.forward import chain_parents, forward_segment, run_batch_body
+from core.runtime.head import LMHead
+from core.runtime.kv_cache import PagedForward, PagedKVCache
+from core.runtime.tree import with_root
 from tests.prompts import LOSSLESS_PROMPTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")

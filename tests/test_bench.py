@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from core.__main__ import main
-from core.bench import BenchConfig, run_bench, write_outputs
+from core.cli import main
+from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES
 from core.errors import UserError
-from core.sweep import crossover, parse_batch_sizes
-from core.verify_cost import VERIFY_CONTEXT, VERIFY_SIZES
+from core.studies.batch_size import crossover, parse_batch_sizes
+from core.studies.bench import BenchConfig, run_bench, write_outputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -101,7 +101,7 @@ def test_cli_refuses_a_bad_sweep_before_measuring(capsys):
 def test_the_table_puts_each_language_under_its_own_heading():
     """The ``zh / en`` column: the Chinese half's speedup first, whatever order the summary holds
     them in (it sorts them, so English came first and every table read them swapped)."""
-    from core.bench import markdown_table
+    from core.studies.bench import markdown_table
 
     row = {"tokens_per_s": 30.0, "speedup": 1.5, "min_speedup": 1.1, "speedup_by_language": {"en": 1.25, "zh": 2.5},
            "mean_accepted_tokens": 2.0, "acceptance_rate": 0.5, "identical_to_baseline": True}
@@ -118,7 +118,7 @@ def test_tau_and_identity_count_every_repeat():
     """An ``auto`` run learns from the repeats before it, so its repeats differ: τ and acceptance pool
     them all (they used to read the first repeat alone), and one repeat whose output differs from
     ``none`` makes the row not identical."""
-    from core.bench import Timing, summarize
+    from core.studies.bench import Timing, summarize
 
     same = [5, 6, 7, 8]
     timings = {

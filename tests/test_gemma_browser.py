@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from app_driver import browser_page, missing_browser, open_app, step_auto
 from app_server import running_app
-from core import gemma
+
+from core.models import gemma
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 pytestmark = [

@@ -4,11 +4,11 @@ import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from core import DecodeRequest, build_decoder
-from core.acceptance import TargetView
-from core.forward import chain_parents, run_segment
-from core.head import LMHead
-from core.kv_cache import PagedKVCache
-from core.tree import DraftTree
+from core.runtime.acceptance import TargetView
+from core.runtime.forward import chain_parents, run_segment
+from core.runtime.head import LMHead
+from core.runtime.kv_cache import PagedKVCache
+from core.runtime.tree import DraftTree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,4 +1,4 @@
-"""The packed Linear path of a float32 body (``core.kernels``): the same logits as ``F.linear`` to
+"""The packed Linear path of a float32 body (``core.runtime.kernels``): the same logits as ``F.linear`` to
 float32 rounding, taken only from ``PACK_FROM_ROWS`` rows on, and greedy decoding through it is
 still the target alone."""
 import copy
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from core import DecodeRequest, build_decoder
-from core.kernels import PACK_FROM_ROWS, pack_linears
+from core.runtime.kernels import PACK_FROM_ROWS, pack_linears
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -2,7 +2,7 @@
 import pytest
 
 from core.errors import KVCacheFull
-from core.kv_cache import BlockPool, PagedKVCache
+from core.runtime.kv_cache import BlockPool, PagedKVCache
 
 
 def make_request(num_blocks=6, block_size=4):
@@ -27,7 +27,7 @@ def test_block_pool_free_list_and_exhaustion():
 
 
 def test_rejected_tree_spilling_into_a_fresh_block_returns_it():
-    # the worked example of core/kv_cache.py
+    # the worked example of core/runtime/kv_cache.py
     cache, kv = make_request()
     write(kv, 6)
     kv.commit(list(range(6)))

@@ -16,10 +16,10 @@ from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
 from core.drafters.vocab import Columns, draft_rows, to_target_vocab
-from core.engine import DecodeSettings, SpeculativeDecoder
+from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
-from core.kv_cache import PagedKVCache
-from core.models import LoadedModel
+from core.models.loading import LoadedModel
+from core.runtime.kv_cache import PagedKVCache
 from core.train.eagle import new_net, unroll, unroll_mask
 from core.train.features import draftable_cross_entropy
 from core.train.gemma_drafters import start_from

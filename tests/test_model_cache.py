@@ -7,7 +7,7 @@ import time
 import pytest
 
 from core import DecodeRequest, UserError, build_decoder, generate
-from core import models
+from core.models import loading as models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = models.ASSETS / "tiny"

@@ -6,7 +6,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import Gemma3TextConfig, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
 from core.errors import UserError
-from core.models import LoadedModel, check_same_tokenizer, pick_device, resolve_preset, sliding_window
+from core.models.loading import LoadedModel, check_same_tokenizer, pick_device, resolve_preset, sliding_window
 
 
 def tokenizer(vocab):
@@ -75,7 +75,7 @@ def test_gemma3_sliding_window_caps_the_usable_context(random_gemma3):
     layers only while the sequence fits the window: the engine is exact inside it (checked against
     model.generate) and refuses anything longer with a clear message."""
     from core import DecodeRequest, build_decoder, target_greedy
-    from core.models import load_model
+    from core.models.loading import load_model
 
     target = load_model(str(random_gemma3), "cpu")
     assert target.context_length == WINDOW
@@ -97,7 +97,7 @@ def test_any_pair_by_path_with_a_padded_vocabulary(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from core import DecodeRequest, build_decoder, target_greedy
-    from core.models import PRESETS, load_model
+    from core.models.loading import PRESETS, load_model
 
     draft = AutoModelForCausalLM.from_pretrained(PRESETS["tiny"].draft)
     draft.resize_token_embeddings(draft.get_input_embeddings().weight.shape[0] + 64)
@@ -120,7 +120,7 @@ def test_remote_code_needs_the_explicit_flag(tmp_path):
     import json
     import shutil
 
-    from core.models import PRESETS
+    from core.models.loading import PRESETS
 
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(Path(PRESETS["tiny"].target) / name, tmp_path / name)
@@ -129,7 +129,7 @@ def test_remote_code_needs_the_explicit_flag(tmp_path):
         "model_type": "custom-lab-model", "architectures": ["CustomModel"],
         "auto_map": {"AutoConfig": "modeling_custom.CustomConfig", "AutoModelForCausalLM": "modeling_custom.CustomModel"},
     }))
-    from core.models import load_model
+    from core.models.loading import load_model
 
     with pytest.raises(UserError, match="--trust-remote-code"):
         load_model(str(tmp_path), "cpu")
@@ -138,7 +138,8 @@ def test_remote_code_needs_the_explicit_flag(tmp_path):
 def test_gemma_preset_is_listed_and_needs_its_packages(monkeypatch, tmp_path):
     """Without the Gemma packages (and no converted cache) the preset says what to install and the
     app's default stays tiny; the cache folder follows SDLAB_GEMMA_DIR."""
-    from core import gemma, models
+    from core.models import gemma
+    from core.models import loading as models
 
     monkeypatch.setenv(gemma.ENV_DIR, str(tmp_path / "cache"))
     assert gemma.cache_dir() == tmp_path / "cache"
@@ -163,7 +164,7 @@ def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path)
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from core import DecodeRequest, build_decoder, target_greedy
-    from core.models import PRESETS, VOCAB_MAP_FILE, load_model, vocab_digest
+    from core.models.loading import PRESETS, VOCAB_MAP_FILE, load_model, vocab_digest
 
     target = load_model(PRESETS["tiny"].target, "cpu")
     target_ids = list(range(0, target.vocab_size, 3))  # every third token, plus one "other" id

@@ -1,4 +1,4 @@
-"""The Prometheus exporter (vLLM's names, fed by core.metrics), the monitor's parsing and windows
+"""The Prometheus exporter (vLLM's names, fed by core.records.metrics), the monitor's parsing and windows
 (on the lab's own output and on a vLLM-format sample), and the monitor's address check."""
 from __future__ import annotations
 
@@ -6,15 +6,14 @@ import socket
 from pathlib import Path
 
 import pytest
+from app_server import TINY_MISSING, TINY_READY, free_port
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from core import DecodeRequest, UserError, build_decoder
-from core.metrics import tally
-from core.monitor import RemoteTarget, Scrape, Watch, checked_target, fetch, parse, verdict, window
-from core.prometheus import LabMetrics
-
-from app_server import TINY_MISSING, TINY_READY, free_port
+from core.records.metrics import tally
+from core.serving.monitor import RemoteTarget, Scrape, Watch, checked_target, fetch, parse, verdict, window
+from core.serving.prometheus import LabMetrics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 DATA = Path(__file__).resolve().parent / "data"
@@ -211,7 +210,7 @@ def test_serve_metrics_decodes_prompts_and_serves_them(tmp_path):
 
 
 def test_serve_metrics_refuses_a_public_address_without_the_flag():
-    from core.__main__ import main
+    from core.cli import main
 
     assert main(["serve-metrics", "--host", "0.0.0.0", "--port", str(free_port())]) == 2
 

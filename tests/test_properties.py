@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from core import UserError, read_trace
 from trace_cases import RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay, write_real_traces
 
+from core import UserError, read_trace
+
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore::UserWarning")]  # gr.Warning outside a request: the message

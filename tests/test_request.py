@@ -7,7 +7,7 @@ import math
 import pytest
 
 from core import DecodeRequest, UserError, generate
-from core.__main__ import add_generate_arguments
+from core.cli.generate import add_generate_arguments
 from core.drafters import DRAFTERS, lookup, option_fields
 from core.request import drafter_names
 
@@ -99,7 +99,7 @@ def test_a_run_whose_trace_cannot_be_written_still_returns_its_result(tmp_path, 
 
 def test_an_eagle_trace_keeps_its_typed_expansion(tmp_path):
     from core import read_trace
-    from core.records import ExpansionRecord
+    from core.records.steps import ExpansionRecord
 
     path = tmp_path / "eagle.jsonl"
     result = generate("床前明月光，", drafter="eagle", tree="4x3", eagle_nodes=10, max_new_tokens=6, trace=path)
@@ -115,7 +115,7 @@ def test_a_new_drafter_is_one_module_and_one_registry_line(monkeypatch):
 
     from core.drafters import DRAFTERS
     from core.drafters.base import Drafter, DrafterOptions
-    from core.tree import DraftTree
+    from core.runtime.tree import DraftTree
 
     class RepeatOptions(DrafterOptions):
         repeat_times: int = Field(2, ge=1, le=4, description="how often to propose the last token again")

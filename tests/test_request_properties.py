@@ -11,7 +11,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from core import UserError, generate
-from core.__main__ import main
+from core.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,7 +17,7 @@ from core import DecodeRequest, build_decoder
 def fixed_cost_curve(monkeypatch):
     """``--k auto`` reads this machine's measured verify cost; a fixed, gently rising curve keeps its
     pruning (and so what this test exercises) the same on every machine and load."""
-    from core.cost import CostCurve
+    from core.cost.curve import CostCurve
 
     curve = CostCurve(tokens=[1, 2, 3, 4], ratio=[1.0, 1.05, 1.1, 1.15], forward_s=0.01, device="cpu", threads=1,
                       model="fixed")

@@ -2,8 +2,8 @@
 import argparse
 from pathlib import Path
 
-from safetensors.torch import save_file
 import torch
+from safetensors.torch import save_file
 
 from core.train.scaling import run_key
 

@@ -13,7 +13,6 @@ import threading
 import time
 
 import pytest
-
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),

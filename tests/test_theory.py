@@ -5,7 +5,7 @@ import random
 import pytest
 
 from core import UserError
-from core.theory import predicted_speedup, tokens_per_verify, wallclock_speedup
+from core.cost.theory import predicted_speedup, tokens_per_verify, wallclock_speedup
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.9, 0.99])

@@ -1,4 +1,4 @@
-"""The trace reader (``core.read_trace``, schema in ``core.trace_schema``): every trace the engine
+"""The trace reader (``core.read_trace``, schema in ``core.records.trace``): every trace the engine
 writes reads back as it was written; anything a real run could not have written is a UserError
 naming the line and the field, quickly, however large or deep the file; the Replay view escapes
 every text that comes from the file."""
@@ -9,11 +9,12 @@ import dataclasses
 import time
 
 import pytest
+from trace_cases import (EXAMPLE_TRACE, GEMMA_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay,
+                         write_blow_up_traces, write_lines, write_real_traces)
 
 from core import UserError, read_trace
-from core import records, trace_schema
-from trace_cases import EXAMPLE_TRACE, GEMMA_TRACE, RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, read_lines, render_replay, \
-    write_blow_up_traces, write_lines, write_real_traces
+from core.records import steps as records
+from core.records import trace as trace_schema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,9 +1,9 @@
 """Tree masks and positions on hand-written trees, and tree-verify logits vs plain sequences."""
 import torch
 
-from core.forward import chain_parents, forward_segment
-from core.kv_cache import PagedKVCache
-from core.tree import DraftTree, ancestor_matrix, attention_mask, node_depths, position_ids, with_root
+from core.runtime.forward import chain_parents, forward_segment
+from core.runtime.kv_cache import PagedKVCache
+from core.runtime.tree import DraftTree, ancestor_matrix, attention_mask, node_depths, position_ids, with_root
 
 
 def test_depths_and_ancestors_of_a_hand_written_tree():
@@ -28,7 +28,7 @@ def test_depths_and_ancestors_of_a_hand_written_tree():
 
 
 def test_verify_mask_and_positions_with_root_and_prefix():
-    # the docstring example of core/tree.py: root, 爱(0), 是(1), 中(2) under 爱
+    # the docstring example of core/runtime/tree.py: root, 爱(0), 是(1), 中(2) under 爱
     segment = with_root([-1, -1, 0])
     assert segment == [-1, 0, 0, 1]
     mask = attention_mask(n_prefix=3, parents=segment, n_query=4)

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from app_server import TINY_MISSING, TINY_READY
 from safetensors.torch import load_file
 from torch.nn import functional as F
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from core import UserError, generate
-from core.__main__ import main
-from core.prompts import load_prompts
-
-from app_server import TINY_MISSING, TINY_READY
+from core.cli import main
+from core.models.prompts import load_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "assets" / "tiny" / "eagle3-reference"
@@ -96,7 +95,7 @@ def vllm_logits(w: dict, config: dict, embedded: torch.Tensor, fused: torch.Tens
 def test_vllms_computation_on_the_checkpoint_gives_the_lab_drafters_logits(exported, tiny):
     from core.drafters.base import DraftShape
     from core.drafters.eagle import Eagle3Drafter
-    from core.tree import attention_mask, position_ids
+    from core.runtime.tree import attention_mask, position_ids
 
     target, _ = tiny
     w = load_file(str(exported / "model.safetensors"))
@@ -129,7 +128,7 @@ def test_the_labs_own_layout_is_refused_with_the_way_out(tmp_path, capsys):
 
 
 def test_a_checkpoint_with_its_own_lm_head_is_refused(exported, tiny):
-    from core.vllm_export import read_checkpoint
+    from core.drafters.checkpoint import read_checkpoint
 
     target, _ = tiny
     other_head = target.model.get_output_embeddings().weight.detach() + 0.01  # not the head exported

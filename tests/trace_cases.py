@@ -26,7 +26,7 @@ RESPONSE_BUDGET_BYTES = 5 * 2**20
 def write_real_traces(folder: Path, max_new_tokens: int = 12) -> dict[str, Path]:
     """One trace per run in ``RUNS``, plus a run stopped after two steps (its KV returned)."""
     from core import DecodeRequest, build_decoder, generate
-    from core.records import write_trace
+    from core.records.steps import write_trace
 
     paths = {}
     for name, options in RUNS.items():

@@ -1,4 +1,4 @@
-"""The batch-size study in the app's language and look; the figure itself is ``core.sweep_figure``'s,
+"""The batch-size study in the app's language and look; the figure itself is ``core.studies.batch_size_figure``'s,
 the same one the bench report draws."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import plotly.graph_objects as go
 
-from core.sweep_figure import SweepFigureText, sweep_figure
+from core.studies.batch_size_figure import SweepFigureText, sweep_figure
 
 from ..i18n import t
 from .style import empty, finish

@@ -5,12 +5,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.drafters import drafter_color
-from core.records import StepRecord
+from core.records.steps import StepRecord
 
 from ..i18n import t
 from ..series import run_series
 from .style import finish, whole_ticks
-
 
 
 def drafter_line(label: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from core.records import StepRecord
+from core.records.steps import StepRecord
 
 from ..i18n import t
 from ..palette import COLORS, KV_COLORS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.records import StepRecord
+from core.records.steps import StepRecord
 
 from ..i18n import t
 from ..palette import COLORS

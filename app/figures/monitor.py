@@ -4,7 +4,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.monitor import Watch
+from core.serving.monitor import Watch
 
 from ..i18n import t
 from ..palette import COLORS

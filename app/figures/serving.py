@@ -4,7 +4,7 @@
   tokens each request emitted in that forward (coloured by how they came), when it waited,
   joined and left;
 * each request's tree-attention mask at one step, built by the engine's own
-  ``core.tree.attention_mask`` from the recorded tree (the committed prefix collapsed to one column);
+  ``core.runtime.tree.attention_mask`` from the recorded tree (the committed prefix collapsed to one column);
 * the target's paged blocks (one pool shared by the batch) beside the draft model's own cache,
   per request, with the blocks the step returned marked.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.batch import BatchStep
-from core.records import KVStepRecord, StepRecord
-from core.tree import attention_mask, with_root
+from core.engine.batch import BatchStep
+from core.records.steps import KVStepRecord, StepRecord
+from core.runtime.tree import attention_mask, with_root
 
 from ..i18n import t
 from ..palette import COLORS, KV_COLORS, visible
@@ -97,7 +97,7 @@ def _events(fig: go.Figure, steps: list[BatchStep], rows: dict[int, str], lang: 
 
 
 def mask_matrix(record: StepRecord) -> tuple[list[list[int]], list[str]]:
-    """The verify's tree-attention mask of one request (``core.tree.attention_mask`` over
+    """The verify's tree-attention mask of one request (``core.runtime.tree.attention_mask`` over
     ``[root] + tree``, the committed prefix as ONE column), each visible cell coded by its row's
     fate (``MASK_KINDS``); and the row / column labels after the prefix column."""
     parents = with_root([n.parent for n in record.nodes])

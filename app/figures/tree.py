@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from core.records import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
+from core.records.steps import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
 from ..palette import COLORS, proposer_color, visible

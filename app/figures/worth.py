@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.cost import CostCurve
-from core.theory import tokens_per_verify, wallclock_speedup
+from core.cost.curve import CostCurve
+from core.cost.theory import tokens_per_verify, wallclock_speedup
 
 from ..i18n import t
 from ..palette import COLORS
@@ -25,7 +25,7 @@ class MeasuredPoint:
     label: str
     alpha: float  # the run's acceptance rate
     k: int  # draft depth from its settings
-    draft_cost: float | None  # core.metrics.draft_cost: drafting time / verify time (as Compare shows it)
+    draft_cost: float | None  # core.records.metrics.draft_cost: drafting time / verify time (as Compare shows it)
     c: float | None  # drafting time per drafted position, in one-token target forwards
     tokens_per_verify: float  # measured tau
     speedup: float | None  # median wall-clock speedup over the baseline of the same comparison

@@ -10,11 +10,11 @@ import gradio as gr
 import torch
 
 from core import UserError
+from core.cost.probe import latency_context
 from core.drafters import BASELINE, SWEEP_AUTO, SWEEP_DEFAULT
-from core.models import load_model, pick_device, resolve_preset
-from core.prompts import load_prompts
-from core.sweep import crossover, latency_context, measure_latency, measure_throughput, parse_batch_sizes, \
-    read_sweep_result
+from core.models.loading import load_model, pick_device, resolve_preset
+from core.models.prompts import load_prompts
+from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes, read_sweep_result
 
 from ..controls import COMPARE_CHOICES, number
 from ..figures import batch_figure

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from core.models import resolve_preset
+from core.models.loading import resolve_preset
 from core.request import DecodeRequest
 
 from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..limits import RunGate
 from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text, live_note
+from ..limits import RunGate
 from ..session import Run, Session, ensure
 from .panels import StepPanels, step_panels
 

@@ -1,5 +1,5 @@
 """Compare drafters: the baseline and several drafters on one prompt and one target, warmed up, then
-timed in interleaved rounds (``core.comparison``); the table and plots grow as each run finishes,
+timed in interleaved rounds (``core.studies.comparison``); the table and plots grow as each run finishes,
 with medians, their range and a note where the timing cannot be trusted."""
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core import metrics
 from core.drafters import COMPARE_DEFAULT
-from core.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
-from core.prometheus import lab_metrics
+from core.limits import PAGE_MAX_TEMPERATURE
+from core.records import metrics
 from core.request import DecodeRequest
+from core.serving.prometheus import lab_metrics
+from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 
-from ..controls import COMPARE_CHOICES, MAX_TEMPERATURE, ModelPolicy, compare_requests, number
 from .. import memory
+from ..controls import COMPARE_CHOICES, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
@@ -41,7 +42,7 @@ def _spread(spread: Spread | None, spec: str, unit: str = "") -> str:
 
 
 def row(comparison: Comparison, setup: TimedSetup, lang: str) -> list:
-    """One set-up's line: counts from its first timed run, costs over all its runs (``core.metrics``)."""
+    """One set-up's line: counts from its first timed run, costs over all its runs (``core.records.metrics``)."""
     result, totals = setup.results[0], metrics.tally(setup.records)
     cost = metrics.step_cost(setup.records, comparison.forward_s)
     baseline = comparison.baseline.results[0]
@@ -109,7 +110,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
         shapes = labels.make(gr.Textbox, DEFAULT_SHAPES, label="ctl.shapes", info="ctl.shapes_info", elem_id="cmp-shapes",
                              scale=2)
     with gr.Row():
-        temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
+        temperature = labels.make(gr.Slider, 0, PAGE_MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
         seed = labels.make(gr.Number, 0, label="ctl.seed")
         max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="cmp-max-new")
         repeats = labels.make(gr.Number, DEFAULT_REPEATS, label="ctl.repeats", info="ctl.repeats_info", precision=0,
@@ -156,7 +157,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
 
 def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], repeats: int,
             lang: str, queue):
-    """Warm up, then time the requests in interleaved rounds (``core.comparison``), yielding the page as it
+    """Warm up, then time the requests in interleaved rounds (``core.studies.comparison``), yielding the page as it
     grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting)."""
     session.compare_stop = False
     session.comparison = None

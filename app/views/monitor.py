@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.monitor import RemoteTarget, Watch, fetch, parse, verdict
+from core.serving.monitor import RemoteTarget, Watch, fetch, parse, verdict
 
 from ..controls import is_loopback, number
 from ..figures import empty, monitor_figure

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from core.records import StepRecord
+from core.records.steps import StepRecord
 
 from ..figures import empty, kv_grid_figure, live_figure, pool_figure, tree_figure
 from ..i18n import t

@@ -1,5 +1,5 @@
 """In a serving engine: the reference article's vLLM chapter on the real engine. A queue of
-requests is decoded as a continuous batch (``core.batch.BatchDecoder.serve``), one batched verify
+requests is decoded as a continuous batch (``core.engine.batch.BatchDecoder.serve``), one batched verify
 forward per Step: requests join and leave, each request's tree-attention mask, the target's
 shared paged blocks beside the draft model's own cache, and the four production questions
 answered from what this batch measured."""
@@ -15,7 +15,7 @@ import gradio as gr
 
 from core import UserError
 from core.drafters import SERVING_DEFAULT
-from core.metrics import tally
+from core.records.metrics import tally
 from core.request import DecodeRequest
 
 from ..controls import DRAFTER_NAMES, choice, number, prompt_text
@@ -122,7 +122,7 @@ def _bound(run: ServingRun, lang: str) -> str:
 
 
 def _draft_cost(run: ServingRun, lang: str) -> str:
-    """Q2: core.metrics.draft_cost over every request's StepRecords; KV memory of draft and target."""
+    """Q2: core.records.metrics.draft_cost over every request's StepRecords; KV memory of draft and target."""
     records = [r for s in run.steps for r in s.records.values()]
     cost = tally(records).draft_cost
     pool = run.batch.pool
@@ -139,7 +139,7 @@ def _draft_cost(run: ServingRun, lang: str) -> str:
 
 
 def _acceptance(run: ServingRun, lang: str) -> str:
-    """Q3: acceptance rate and tau per request (core.metrics), their spread, and pooled."""
+    """Q3: acceptance rate and tau per request (core.records.metrics), their spread, and pooled."""
     per = [tally(request_records(run, i)) for i in range(len(run.prompts))]
     per = [p for p in per if p.steps]
     pooled = tally(r for s in run.steps for r in s.records.values())

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
+from core.limits import PAGE_MAX_TEMPERATURE
 
-from ..controls import DRAFTER_NAMES, MAX_TEMPERATURE, ModelPolicy, run_request, takes_option
+from ..controls import DRAFTER_NAMES, ModelPolicy, run_request, takes_option
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -86,7 +87,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
     with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
         eagle_nodes = labels.make(gr.Number, 16, label="ctl.eagle_n", info="ctl.eagle_n_info", precision=0,
                                   elem_id="step-eagle-n")
-    temperature = labels.make(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature",
+    temperature = labels.make(gr.Slider, 0, PAGE_MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature",
                               info="ctl.temperature_info")
     with gr.Row():
         seed = labels.make(gr.Number, 0, label="ctl.seed")

@@ -11,7 +11,7 @@ from ..limits import upload_too_large
 
 def refusal(upload: gr.File, lang: gr.Radio, status: gr.Markdown) -> None:
     """The hidden button ``<upload's elem_id>-refused`` that page.js presses for a file over
-    MAX_UPLOAD chosen or dropped in ``upload``: ``status`` says the limit."""
+    MAX_TRACE_BYTES (the largest upload: a trace) chosen or dropped in ``upload``: ``status`` says the limit."""
 
     def on_refused(lang_value):
         raise upload_too_large(lang_value)

@@ -11,8 +11,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from core.cost import CostCurve
-from core.theory import tokens_per_verify, wallclock_speedup
+from core.cost.curve import CostCurve
+from core.cost.theory import tokens_per_verify, wallclock_speedup
 
 from ..controls import number
 from ..figures import MeasuredPoint, worth_figure
@@ -32,7 +32,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def points_table(points: list[MeasuredPoint], lang: str) -> pd.DataFrame:
-    """Measured and modelled side by side; draft time / verify time is ``core.metrics.draft_cost``, as in Compare."""
+    """Measured and modelled side by side; draft time / verify time is ``core.records.metrics.draft_cost``, as in Compare."""
     data = [
         [p.label, round(p.alpha, 3), p.k, _fmt(p.draft_cost, ".2f"), _fmt(p.c, ".3f"), round(p.tokens_per_verify, 2),
          round(tokens_per_verify(p.alpha, p.k), 2), _fmt(p.v, ".2f"), _fmt(p.v_model, ".2f"),

@@ -6,14 +6,14 @@ import re
 
 from pydantic.fields import FieldInfo
 
-from ..errors import UserError
-from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
-from .draft_model import DraftModelDrafter
-from .eagle import Eagle3Drafter, EagleDrafter
-from .hybrid import HybridDrafter
-from .medusa import MedusaDrafter
-from .ngram import NgramDrafter
-from .none import NoDrafter
+from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext
+from core.drafters.draft_model import DraftModelDrafter
+from core.drafters.eagle import Eagle3Drafter, EagleDrafter
+from core.drafters.hybrid import HybridDrafter
+from core.drafters.medusa import MedusaDrafter
+from core.drafters.ngram import NgramDrafter
+from core.drafters.none import NoDrafter
+from core.errors import UserError
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter,
@@ -68,5 +68,5 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "COMPARE_DEFAULT", "DEFAULT_DRAFTER", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "MAX_TREE_NODES", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
+__all__ = ["BASELINE", "COMPARE_DEFAULT", "DEFAULT_DRAFTER", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
            "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]

@@ -7,16 +7,14 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import UserError
-from ..tree import DraftTree
-from .vocab import Columns
+from core.drafters.vocab import Columns
+from core.errors import UserError
+from core.limits import MAX_DEPTH, MAX_TREE_NODES, MAX_WIDTH
+from core.runtime.tree import DraftTree
 
 if TYPE_CHECKING:
-    from ..models import LoadedModel, Preset
+    from core.models.loading import LoadedModel, Preset
 
-MAX_WIDTH = 8
-MAX_DEPTH = 16
-MAX_TREE_NODES = 128
 
 
 @dataclass(frozen=True)

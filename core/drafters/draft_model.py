@@ -17,13 +17,13 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from ..errors import UserError
-from ..forward import chain_parents, forward_segment
-from ..kv_cache import PagedKVCache, RequestKV
-from ..models import check_same_tokenizer
-from ..tree import DraftTree
-from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext, pick_children
-from .vocab import Columns, draft_rows
+from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext, pick_children
+from core.drafters.vocab import Columns, draft_rows
+from core.errors import UserError
+from core.models.loading import check_same_tokenizer
+from core.runtime.forward import chain_parents, forward_segment
+from core.runtime.kv_cache import PagedKVCache, RequestKV
+from core.runtime.tree import DraftTree
 
 SIZE_FOLDERS = {"xs": "draft-xs", "s": "draft", "l": "draft-l"}  # size -> folder next to the preset's draft
 

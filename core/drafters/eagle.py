@@ -29,15 +29,15 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-
-from ..kv_cache import PagedKVCache, RequestKV
-from ..records import ExpansionRecord
-from ..tree import DraftTree
 from pydantic import Field
 
-from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext
-from .eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
-from .learned import LearnedOptions, default_folder, load_folder
+from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
+from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
+from core.drafters.weights import LearnedOptions, default_folder, load_folder
+from core.limits import MAX_TREE_NODES
+from core.records.steps import ExpansionRecord
+from core.runtime.kv_cache import PagedKVCache, RequestKV
+from core.runtime.tree import DraftTree
 
 
 class EagleOptions(LearnedOptions):

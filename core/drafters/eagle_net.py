@@ -31,13 +31,13 @@ from transformers import LlamaConfig
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from ..forward import chain_parents
-from ..kv_cache import RequestKV
-from ..tree import attention_mask, position_ids
-from .eagle3_layer import Eagle3ReferenceLayer
+from core.drafters.eagle3_layer import Eagle3ReferenceLayer
+from core.runtime.forward import chain_parents
+from core.runtime.kv_cache import RequestKV
+from core.runtime.tree import attention_mask, position_ids
 
 LAYOUTS = ("lab", "reference")
-from .vocab import Columns, keep_draft_vocab
+from core.drafters.vocab import Columns, keep_draft_vocab
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, t
                 segment_parents: list[int] | None = None) -> torch.Tensor:
     """Feed ``(features[i], tokens[i])`` pairs through the drafter with its paged cache.
 
-    Like ``core.forward.forward_segment``: ``segment_parents`` covers the entries already pending
+    Like ``core.runtime.forward.forward_segment``: ``segment_parents`` covers the entries already pending
     this step followed by the new ones (default: a plain chain). features [n, H] -> out [n, H].
     """
     n = len(tokens)

@@ -20,10 +20,11 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from ..tree import DraftTree
-from .base import MAX_TREE_NODES, DraftShape, DrafterInputs, ProposeContext, Wrapper
-from .eagle import Eagle3Drafter, EagleOptions
-from .ngram import NgramDrafter
+from core.drafters.base import DrafterInputs, DraftShape, ProposeContext, Wrapper
+from core.drafters.eagle import Eagle3Drafter, EagleOptions
+from core.drafters.ngram import NgramDrafter
+from core.limits import MAX_TREE_NODES
+from core.runtime.tree import DraftTree
 
 
 class HybridOptions(EagleOptions):

@@ -17,15 +17,16 @@ import json
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from pydantic import Field, field_validator
+from torch import nn
 from torch.nn import functional as F
 
-from ..errors import UserError
-from ..tree import DraftTree
-from .base import MAX_TREE_NODES, DraftShape, Drafter, DrafterInputs, ProposeContext, pick_children
-from .learned import LearnedOptions, default_folder, load_folder
-from .vocab import Columns, keep_draft_vocab
+from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext, pick_children
+from core.drafters.vocab import Columns, keep_draft_vocab
+from core.drafters.weights import LearnedOptions, default_folder, load_folder
+from core.errors import UserError
+from core.limits import MAX_TREE_NODES
+from core.runtime.tree import DraftTree
 
 MAX_RANK = 32
 

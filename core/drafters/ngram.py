@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from ..tree import DraftTree
-from .base import DraftShape, Drafter, DrafterInputs, DrafterOptions, ProposeContext
+from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext
+from core.runtime.tree import DraftTree
 
 
 class NgramOptions(DrafterOptions):

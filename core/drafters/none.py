@@ -1,7 +1,7 @@
 """``none``: propose nothing, so every step is one plain target forward (the baseline)."""
 from __future__ import annotations
 
-from .base import Drafter, DrafterInputs, DrafterOptions
+from core.drafters.base import Drafter, DrafterInputs, DrafterOptions
 
 
 class NoDrafter(Drafter):

@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ..models import resolve_preset
-from .corpus import build_corpus
-from .loop import TrainConfig
-from .streams import token_streams
-from .tiny import greedy_agreement, heldout_prompts, train_member, update_json
+from core.models.loading import resolve_preset
+from core.train.corpus import build_corpus
+from core.train.loop import TrainConfig
+from core.train.streams import token_streams
+from core.train.tiny import greedy_agreement, heldout_prompts, train_member, update_json
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 SIZES = {

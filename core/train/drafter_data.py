@@ -53,13 +53,13 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers.cache_utils import DynamicCache
 
-from ..drafters.learned import target_fingerprint
-from ..errors import UserError
-from .chat_prompts import chat_prompt, prompt_count
-from .corpus import SOURCES, Source, build_corpus
-from .features import DrafterData
-from .more_text import MORE_SOURCES
-from .streams import token_streams
+from core.errors import UserError
+from core.models.fingerprint import target_fingerprint
+from core.train.chat_prompts import chat_prompt, prompt_count
+from core.train.corpus import SOURCES, Source, build_corpus
+from core.train.features import DrafterData
+from core.train.more_text import MORE_SOURCES
+from core.train.streams import token_streams
 
 PIPELINE_VERSION = 1
 ALL_SOURCES: dict[str, Source] = {source.name: source for source in SOURCES + MORE_SOURCES}
@@ -368,7 +368,7 @@ class Progress:
 
 def build(settings: PipelineSettings, run: RunOptions, log=None) -> Path:
     """Make (or complete) the data for ``run.budget_tokens`` positions; returns its folder."""
-    from ..models import load_model, resolve_preset
+    from core.models.loading import load_model, resolve_preset
 
     log = log or (lambda message: print(f"[data] {message}", file=sys.stderr, flush=True))
     settings.check()

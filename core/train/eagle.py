@@ -31,15 +31,17 @@ import torch
 from torch.nn import functional as F
 from transformers.cache_utils import DynamicCache
 
-from ..drafters.base import DraftShape
-from ..errors import UserError
-from ..drafters.eagle import Eagle3Drafter, EagleDrafter
-from ..drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
-from ..drafters.learned import save_folder, target_fingerprint
-from ..drafters.vocab import draft_rows
-from . import heldout
-from .features import DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare, training_record
-from .loop import TrainConfig, count_parameters, seeded, short_warmup, train
+from core.drafters.base import DraftShape
+from core.drafters.eagle import Eagle3Drafter, EagleDrafter
+from core.drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
+from core.drafters.vocab import draft_rows
+from core.drafters.weights import save_folder
+from core.errors import UserError
+from core.models.fingerprint import target_fingerprint
+from core.train import heldout
+from core.train.features import (DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare,
+                                 training_record)
+from core.train.loop import TrainConfig, count_parameters, seeded, short_warmup, train
 
 DRAFTERS = {cls.name: cls for cls in (EagleDrafter, Eagle3Drafter)}  # each carries its training ``recipe``
 EVAL_DEPTH = 6  # unroll depth of the held-out chain accuracy

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import torch
 
-from ..drafters.learned import default_folder, target_fingerprint
-from .corpus import Corpus, default_cache_dir
-from .streams import random_batches, source_weights, token_streams
+from core.drafters.weights import default_folder
+from core.models.fingerprint import target_fingerprint
+from core.train.corpus import Corpus, default_cache_dir
+from core.train.streams import random_batches, source_weights, token_streams
 
 TOP_K = 8  # next-token law kept per position: the target's top tokens and their probabilities
 
@@ -187,8 +188,8 @@ class Setup:
 
 def prepare(args, kind: str) -> Setup:
     """Load the target and the corpus, and build (or read) the train and held-out drafter data."""
-    from ..models import load_model, resolve_preset
-    from .corpus import build_corpus
+    from core.models.loading import load_model, resolve_preset
+    from core.train.corpus import build_corpus
 
     torch.set_num_threads(args.threads)
     target = load_model(args.target or resolve_preset(args.preset).target, "cpu")

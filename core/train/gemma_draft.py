@@ -36,12 +36,12 @@ import torch
 from torch.nn import functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from ..models import VOCAB_MAP_FILE, vocab_digest
-from ..drafters.vocab import draft_rows
-from .features import DrafterData, draftable_cross_entropy, load_or_build
-from .gemma_drafters import HELDOUT_DATA, TRAIN_DATA
-from .loop import TrainConfig, count_parameters, seeded, short_warmup, train
-from .streams import random_batches, source_weights, token_streams
+from core.drafters.vocab import draft_rows
+from core.models.loading import VOCAB_MAP_FILE, vocab_digest
+from core.train.features import DrafterData, draftable_cross_entropy, load_or_build
+from core.train.gemma_drafters import HELDOUT_DATA, TRAIN_DATA
+from core.train.loop import TrainConfig, count_parameters, seeded, short_warmup, train
+from core.train.streams import random_batches, source_weights, token_streams
 
 VOCAB = 4096
 OTHER = VOCAB  # the draft id every token outside the reduced vocabulary is read as
@@ -67,7 +67,7 @@ def new_model(args, bos: int, eos: int) -> LlamaForCausalLM:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from ..models import PRESETS
+    from core.models.loading import PRESETS
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_draft", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,8 +149,8 @@ def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import load_model, resolve_preset
-    from .corpus import build_corpus
+    from core.models.loading import load_model, resolve_preset
+    from core.train.corpus import build_corpus
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None:
         data = load_or_build(target, corpus, TRAIN_DATA, "train")
     else:
-        from .gemma_drafters import load_stored_data
+        from core.train.gemma_drafters import load_stored_data
         args.data, data = load_stored_data(args.data, target)
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
 

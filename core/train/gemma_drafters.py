@@ -34,12 +34,13 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..drafters.learned import load_folder, save_folder, target_fingerprint
-from ..drafters.medusa import MedusaDrafter
-from ..errors import UserError
-from . import drafter_data, eagle, medusa
-from .features import DataSettings, DrafterData, load_or_build
-from .loop import count_parameters, seeded
+from core.drafters.medusa import MedusaDrafter
+from core.drafters.weights import load_folder, save_folder
+from core.errors import UserError
+from core.models.fingerprint import target_fingerprint
+from core.train import drafter_data, eagle, medusa
+from core.train.features import DataSettings, DrafterData, load_or_build
+from core.train.loop import count_parameters, seeded
 
 # Half the windows and prompts Chinese (the corpus default is 10%): the 我爱中国 lesson and half the
 # held-out prompts are Chinese, and Gemma's Chinese needs its own share of a small budget.
@@ -82,7 +83,7 @@ def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
     """``--data``: a folder, "cache" -- this target's data under the user's cache (the fullest
     one) -- or several of them, comma-separated (a name alone is a folder under the cache); returns
     the data and its key, the folder names joined by "+"."""
-    from .drafter_data import cache_root, done_shards, read_manifest
+    from core.train.drafter_data import cache_root, done_shards, read_manifest
 
     def resolve(entry: str) -> Path:
         if entry != "cache":
@@ -173,8 +174,8 @@ def train_medusa(target, data, heldout, out: Path, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import PRESETS, load_model, resolve_preset
-    from .corpus import build_corpus
+    from core.models.loading import PRESETS, load_model, resolve_preset
+    from core.train.corpus import build_corpus
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_drafters", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from .eagle import DRAFTERS, EVAL_DEPTH, chain_hits, decode_anchors
-from .features import DrafterData, load_or_build
-from .gemma_drafters import HELDOUT_DATA, TRAIN_DATA
+from core.train.eagle import DRAFTERS, EVAL_DEPTH, chain_hits, decode_anchors
+from core.train.features import DrafterData, load_or_build
+from core.train.gemma_drafters import HELDOUT_DATA, TRAIN_DATA
 
 
 def greedy_sample(data: DrafterData, rows: int = 64) -> DrafterData:
@@ -38,8 +38,8 @@ def greedy_sample(data: DrafterData, rows: int = 64) -> DrafterData:
 
 def engine_acceptance(target, drafter_class, folder: Path, data: DrafterData) -> list[float]:
     """Per-position acceptance of the engine decoding ``data``'s prompts greedily (chain of 6)."""
-    from ..drafters.base import DraftShape
-    from . import heldout
+    from core.drafters.base import DraftShape
+    from core.train import heldout
 
     prompts = [row[: HELDOUT_DATA.prompt_len].tolist() for row in data.tokens]
     new_tokens = HELDOUT_DATA.seq_len - HELDOUT_DATA.prompt_len
@@ -49,9 +49,9 @@ def engine_acceptance(target, drafter_class, folder: Path, data: DrafterData) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..drafters.base import DraftShape
-    from ..models import drafter_home, load_model, resolve_preset
-    from .corpus import build_corpus
+    from core.drafters.base import DraftShape
+    from core.models.loading import drafter_home, load_model, resolve_preset
+    from core.train.corpus import build_corpus
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -16,12 +16,12 @@ import time
 
 import torch
 
-from . import heldout
+from core.train import heldout
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import load_model, resolve_preset
-    from ..prompts import load_prompts
+    from core.models.loading import load_model, resolve_preset
+    from core.models.prompts import load_prompts
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_table", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from ..drafters.base import Drafter
-from ..engine import DecodeSettings, SpeculativeDecoder
-from ..metrics import Tallies
-from ..prompts import load_prompts
+from core.drafters.base import Drafter
+from core.engine.decoder import DecodeSettings, SpeculativeDecoder
+from core.models.prompts import load_prompts
+from core.records.metrics import Tallies
 
 MAX_NEW_TOKENS = 64
 
@@ -79,7 +79,7 @@ def record_in_folder(target, kind: str, saved: dict, folder, module,
                      lineup: list[tuple[str, Callable[[], Drafter]]]) -> None:
     """After training: held-out numbers of each (label, factory) into ``saved["heldout"]``, saved
     with ``module``'s weights in ``folder`` (``config.json``), and printed."""
-    from ..drafters.learned import save_folder
+    from core.drafters.weights import save_folder
 
     prompts = heldout_prompts(target)
     results = [evaluate(target, factory, prompts, label) for label, factory in lineup]
@@ -108,13 +108,13 @@ def markdown_table(rows: list[HeldoutNumbers], baseline_tokens_per_s: float) -> 
 def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
     """Every drafter of the comparison whose weights exist for ``target``, as (label, factory):
     the draft models of each size, ngram, then the learned drafters (and EAGLE-3's no-TTT ablation)."""
-    from ..drafters.base import DraftShape
-    from ..drafters.draft_model import DraftModelDrafter
-    from ..drafters.eagle import Eagle3Drafter, EagleDrafter
-    from ..drafters.medusa import MedusaDrafter
-    from ..drafters.ngram import NgramDrafter
-    from ..drafters.none import NoDrafter
-    from ..models import check_same_tokenizer, drafter_home, load_model
+    from core.drafters.base import DraftShape
+    from core.drafters.draft_model import DraftModelDrafter
+    from core.drafters.eagle import Eagle3Drafter, EagleDrafter
+    from core.drafters.medusa import MedusaDrafter
+    from core.drafters.ngram import NgramDrafter
+    from core.drafters.none import NoDrafter
+    from core.models.loading import check_same_tokenizer, drafter_home, load_model
 
     chain4, chain5, tree = DraftShape(1, 4), DraftShape(1, 5), DraftShape(4, 5)
     vocab = target.vocab_size
@@ -141,7 +141,7 @@ def lineup(target) -> list[tuple[str, Callable[[], Drafter]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import load_model, resolve_preset
+    from core.models.loading import load_model, resolve_preset
 
     parser = argparse.ArgumentParser(prog="python -m core.train.heldout", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

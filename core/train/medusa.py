@@ -18,14 +18,16 @@ from dataclasses import asdict
 
 import torch
 
-from ..drafters.base import DraftShape
-from ..drafters.learned import save_folder, target_fingerprint
-from ..drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
-from ..drafters.vocab import draft_rows
-from . import heldout
-from .eagle import draft_vocabulary
-from .features import DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare, training_record
-from .loop import TrainConfig, seeded, short_warmup, train
+from core.drafters.base import DraftShape
+from core.drafters.medusa import MedusaConfig, MedusaDrafter, MedusaHeads
+from core.drafters.vocab import draft_rows
+from core.drafters.weights import save_folder
+from core.models.fingerprint import target_fingerprint
+from core.train import heldout
+from core.train.eagle import draft_vocabulary
+from core.train.features import (DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare,
+                                 training_record)
+from core.train.loop import TrainConfig, seeded, short_warmup, train
 
 RANKS = 8  # ranks per head measured for the tuned tree
 

@@ -20,7 +20,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from .corpus import FORTUNES_DIR, Source, read_fortunes
+from core.train.corpus import FORTUNES_DIR, Source, read_fortunes
 
 DEBREF_DIR = Path("/usr/share/debian-reference")
 _SECTION = re.compile(r"^\d+(\.\d+)+\.[ \u00a0]\S")  # body headings: column 0, a no-break space

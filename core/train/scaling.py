@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ..drafters.base import DraftShape
-from . import drafter_data, eagle, heldout
-from .gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
+from core.drafters.base import DraftShape
+from core.train import drafter_data, eagle, heldout
+from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
 
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 SCALING_VERSION = 1
@@ -72,9 +72,9 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import load_model, resolve_preset
-    from .corpus import build_corpus
-    from .features import load_or_build
+    from core.models.loading import load_model, resolve_preset
+    from core.train.corpus import build_corpus
+    from core.train.features import load_or_build
 
     parser = argparse.ArgumentParser(prog="python -m core.train.scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import torch
 
-from .corpus import SOURCES
+from core.train.corpus import SOURCES
 
 LANGUAGE_SHARE = {"zh": 0.1, "en": 0.9}  # default share of training sequences per language
 

@@ -26,18 +26,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedTokenizerFast,
-)
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM,
+                          PreTrainedTokenizerFast)
 
-from .corpus import SOURCES, Corpus, build_corpus
-from .loop import TrainConfig, count_parameters, seeded, train
-from .streams import eval_windows, random_batches, source_weights, token_streams
+from core.train.corpus import SOURCES, Corpus, build_corpus
+from core.train.loop import TrainConfig, count_parameters, seeded, train
+from core.train.streams import eval_windows, random_batches, source_weights, token_streams
 
 VOCAB_SIZE = 8000
 MAX_POSITIONS = 512

@@ -15,9 +15,9 @@ import sys
 
 import torch
 
-from ..api import target_greedy
-from .gemma_drafters import load_stored_data
-from .heldout import MAX_NEW_TOKENS, heldout_prompts
+from core.api import target_greedy
+from core.train.gemma_drafters import load_stored_data
+from core.train.heldout import MAX_NEW_TOKENS, heldout_prompts
 
 
 def coverage(counts: torch.Tensor, tokens: torch.Tensor, sizes: list[int]) -> list[tuple[int, float, float]]:
@@ -33,7 +33,7 @@ def heldout_greedy(target) -> torch.Tensor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..models import load_model, resolve_preset
+    from core.models.loading import load_model, resolve_preset
 
     parser = argparse.ArgumentParser(prog="python -m core.train.vocab_coverage", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,0 +1,51 @@
+"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics ...`` (README.md).
+Each command's flags and its run live in its own module; this one wires them and turns a user's
+mistake into one ``error:`` line and exit status 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core.cli import export
+from core.cli.generate import add_generate_arguments, run_generate
+from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
+from core.errors import UserError
+from core.serving import serve_metrics
+from core.train import draft_sizes, eagle, medusa, tiny
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core", description="Speculative Decoding Lab engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_generate_arguments(sub.add_parser("generate", help="decode one prompt speculatively"))
+    add_bench_arguments(sub.add_parser("bench", help="measure drafters side by side (and transformers' generate)"))
+    add_cost_arguments(sub.add_parser("cost", help="the verify-cost curve v(n) the auto controller reads "
+                                                   "(measured once per model and machine, cached)"))
+    train = sub.add_parser("train", help="train the tiny model family or a learned drafter for a target")
+    train_sub = train.add_subparsers(dest="what", required=True)
+    tiny.add_arguments(train_sub.add_parser("tiny", help="train the embedded tiny target and draft"))
+    draft_sizes.add_arguments(train_sub.add_parser("draft-sizes", help="train more sizes of the tiny draft"))
+    medusa.add_arguments(train_sub.add_parser("medusa", help="train Medusa heads for a target"))
+    eagle.add_arguments(train_sub.add_parser("eagle", help="train an EAGLE feature drafter for a target"), "eagle")
+    eagle.add_arguments(train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (fused layers, training-time "
+                                                            "test) for a target"), "eagle3")
+    export.add_arguments(sub.add_parser("export", help="write a learned drafter for a serving engine (vLLM)"))
+    serve_metrics.add_arguments(sub.add_parser("serve-metrics", help="decode prompts in a loop and serve their "
+                                                                     "/metrics in vLLM's names"))
+    commands = {"export": export.run, "serve-metrics": serve_metrics.run}
+    trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
+                "eagle": eagle.run, "eagle3": eagle.run}
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "generate":
+            return run_generate(args)
+        if args.command == "bench":
+            return run_bench(args)
+        if args.command == "cost":
+            return run_cost(args)
+        if args.command in commands:
+            return commands[args.command](args)
+        return trainers[args.what](args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

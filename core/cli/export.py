@@ -1,0 +1,87 @@
+"""``python -m core export``: a learned drafter written in a serving engine's checkpoint layout
+(vLLM's EAGLE-3; the format itself is ``core.drafters.checkpoint``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.drafters.checkpoint import ARCHITECTURE, LAB_FIELD, checkpoint_config, checkpoint_weights, write_checkpoint
+from core.drafters.weights import load_folder
+from core.models.loading import drafter_home, load_model, resolve_preset
+
+
+def default_source(target_path: str) -> Path:
+    """The drafter exported by default: ``eagle3-reference`` next to the target when trained, else ``eagle3``."""
+    home = drafter_home(target_path)
+    return home / "eagle3-reference" if (home / "eagle3-reference" / "config.json").is_file() else home / "eagle3"
+
+
+def serve_command(target: str, out: str, k: int = 3, max_model_len: int | None = None) -> str:
+    spec = json.dumps({"method": "eagle3", "model": out, "num_speculative_tokens": k})
+    length = f" --max-model-len {max_model_len}" if max_model_len else ""
+    return f"vllm serve {target}{length} --speculative-config '{spec}'"
+
+
+def shown(path: str | Path) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def model_card(config: dict, source: Path, target: str, out: str, max_model_len: int, heldout: list) -> str:
+    lab = config[LAB_FIELD]
+    numbers = "\n".join(f"  - {h['label']}: τ {h['tau']}, acceptance {h['acceptance']}, per position {h['per_position']}"
+                         for h in heldout) or "  - (none recorded)"
+    return f"""# EAGLE-3 drafter for `{target}` (vLLM checkpoint layout)
+
+Exported by the Speculative Decoding Lab (`python -m core export --format vllm`) from `{shown(source)}`.
+
+- Architecture: `{ARCHITECTURE}` (vLLM `llama_eagle3.py`, `Eagle3LlamaForCausalLM`): one decoder layer,
+  hidden {config['hidden_size']}, {config['num_attention_heads']} heads, MLP {config['intermediate_size']}.
+- Reads the target's hidden states {config['eagle_aux_hidden_state_layer_ids']} (`eagle_aux_hidden_state_layer_ids`:
+  the input of those target layers), fused by `fc` ({3 * config['target_hidden_size']} -> {config['hidden_size']}).
+- Draft vocabulary: {config['draft_vocab_size']} of the target's {config['vocab_size']} tokens (`d2t`, `t2d`).
+- No `embed_tokens`: vLLM shares the target's embedding, as the lab's drafter does.
+- Trained for the target with fingerprint `{json.dumps(lab['target'])}`; training options are in the lab's
+  drafter folder's `config.json`. Licence and training data: those of the target's model card.
+- Held-out numbers measured in the lab when it was trained (greedy, the lab's engine):
+{numbers}
+
+Serve it (a CUDA machine with vLLM; paths as on your machine):
+
+```bash
+{serve_command(target, out, max_model_len=max_model_len)}
+```
+
+Run it in the lab: `python -m core generate --preset <the target> --drafter eagle3 --drafter-weights {out} --prompt ...`.
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("out", help="output folder")
+    parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="the drafter to export (eagle3)")
+    parser.add_argument("--format", default="vllm", choices=["vllm"], help="checkpoint layout (vllm)")
+    parser.add_argument("--preset", default="tiny", help="preset whose target the drafter is for (default tiny)")
+    parser.add_argument("--target", help="target model folder (overrides the preset's)")
+    parser.add_argument("--drafter-weights", help="the lab's eagle3 folder (default: eagle3-reference next to the "
+                                                  "target when trained, else eagle3)")
+
+
+def run(args) -> int:
+    target_path = args.target or resolve_preset(args.preset).target
+    target = load_model(target_path, "cpu")
+    source = Path(args.drafter_weights) if args.drafter_weights else default_source(target_path)
+    lab, state = load_folder(source, "eagle3", target.model)
+    head = target.model.get_output_embeddings().weight.detach()
+    text_config = target.model.config.get_text_config()
+    config = checkpoint_config(lab, text_config, head.shape[0])
+    out = Path(args.out)
+    card = model_card(config, source, shown(target_path), shown(out), text_config.max_position_embeddings,
+                      lab.get("heldout", []))
+    write_checkpoint(out, config, checkpoint_weights(state, head), card)
+    print(f"wrote {out}/config.json, model.safetensors, README.md\n"
+          f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings)}")
+    return 0

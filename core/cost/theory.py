@@ -1,0 +1,59 @@
+"""The expected-speedup model of speculative decoding (Leviathan et al., 2023, section 3).
+
+Assume every drafted token is accepted independently with probability ``alpha`` and the
+draft proposes a chain of ``k`` tokens per step. One verify forward of the target then yields
+
+    tokens_per_verify = (1 - alpha**(k + 1)) / (1 - alpha)
+
+tokens on average (the accepted prefix plus the correction or bonus token). If one draft
+forward costs ``c`` one-token target forwards and verifying the k drafted tokens plus the root
+costs ``v`` of them (v = v(k + 1), the verify-cost curve of ``core.cost.curve``: 1 where a forward is
+memory-bound, growing once it turns compute-bound), a step costs ``k * c + v`` forwards of time, so
+
+    wallclock_speedup = (1 - alpha**(k + 1)) / ((1 - alpha) * (k * c + v)).
+
+The paper takes v = 1. Worked example: alpha = 0.6, k = 4, c = 0.05 gives 2.31 tokens per
+verify and a 1.92x speedup with v = 1, 1.23x with v(5) = 1.67.
+
+For a measured run the same model reads ``predicted_speedup(tau, k, c, v)``: its measured tokens
+per forward over its measured drafting cost and the verify cost the curve gives for its trees.
+"""
+from __future__ import annotations
+
+import math
+
+from core.errors import UserError
+
+
+def _check(alpha: float, k: int, c: float = 0.0, v: float = 1.0) -> None:
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0.0 <= alpha <= 1.0):
+        raise UserError(f"the acceptance rate alpha must be between 0 and 1 (got {alpha!r})")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise UserError(f"k must be a whole number >= 0 (got {k!r})")
+    if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 0.0):
+        raise UserError(f"the draft cost c must be a number >= 0 (got {c!r})")
+    if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
+        raise UserError(f"the verify cost v must be a number > 0 (got {v!r})")
+
+
+def tokens_per_verify(alpha: float, k: int) -> float:
+    """Expected tokens one target verify forward yields: 1 + alpha + ... + alpha**k."""
+    _check(alpha, k)
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def wallclock_speedup(alpha: float, k: int, c: float, v: float = 1.0) -> float:
+    """Expected speedup over the target alone when one draft forward costs ``c`` one-token target
+    forwards and the verify of k + 1 tokens costs ``v`` of them."""
+    _check(alpha, k, c, v)
+    return tokens_per_verify(alpha, k) / (k * c + v)
+
+
+def predicted_speedup(tau: float, k: int, c: float, v: float) -> float:
+    """The model's speedup for a run that yielded ``tau`` tokens per target forward: tau / (k*c + v)."""
+    _check(0.0, k, c, v)
+    if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau >= 0):
+        raise UserError(f"tau must be a number >= 0 (got {tau!r})")
+    return tau / (k * c + v)

@@ -1,0 +1,470 @@
+"""The goodput controller (``--k auto`` / ``--tree auto``): before each step, decide how deep to
+draft -- possibly not at all -- and then how much of the draft to verify, to maximise expected
+tokens per second.
+
+It wraps any drafter. Each step:
+
+1. **how deep to draft** -- drafting costs time before anything is known (a draft model pays one
+   forward per level). For every depth d the controller weighs the step's expected tokens (from
+   this run's acceptance by level: the share of steps that reached a level and kept it, older
+   steps fading; ``Calibration.on_path``) against its expected seconds: a plain step (measured on
+   the run), the drafting (``DraftCost``: a fit of the run's drafts as catch-up plus levels) and
+   the verify's extra, v(d + 1) - 1 forwards from ``core.cost.curve``, all scaled by how much longer
+   drafting steps really took than this model says. It asks the drafter for the depth with the
+   most tokens per second, or for nothing when no depth beats a plain step. While drafting does
+   not pay it probes: it drafts the depth that would pay best were each level kept once more than
+   on record (the prompt may suit the drafter better) and verifies at least one node. A run that
+   knows nothing yet probes one level at its first step; otherwise probes come as often as what
+   they lose allows (their modelled seconds less the tokens they are expected to win, at most
+   ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32 plain steps
+   apart), and a new prompt's first probe comes at once where drafting saved more on the recent
+   prompts, per step, than the probe loses over the steps this one has left. After any probe the
+   depths are weighed again with what it taught. A drafter that costs (almost) nothing (n-gram
+   lookup) is always asked for its full depth; one with a free part (``hybrid``'s n-gram chain)
+   has that part go as deep as the budget allows, also when no level is asked.
+2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
+   confidence q, calibrated on this run: the share of reached nodes with a similar q that the
+   target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is
+   the product of ``a`` along its path, and ``1 + sum`` over the chosen nodes is the expected
+   tokens of the step. Nodes are taken best-first (a node only after its parent and its earlier
+   siblings, so the sampling rule's sibling order stays intact) and the prefix with the most
+   expected tokens per second of verify, ``(1 + E) / (forward(1) * v(n + 1))``, is kept --
+   possibly none: then the step is a plain decode. When the draft's tokens were sampled
+   (temperature > 0, a draft model), a node is judged by its level's chance alone: dropping a
+   node because of its own draw would bias the output.
+
+Lossless: the depth is chosen before the draft, and the pruning reads no sampled draw, so each
+verify is the exact rule applied to a tree fixed beforehand. What a run learned is kept for the
+next run of the same drafter and shape on the same target (``Learned``), worth one observation
+per level, as a server keeps acceptance statistics across requests. The decision of every step
+(depth asked, probe, nodes offered and chosen, expected tokens and gain, the reason) goes into
+its StepRecord (``DecisionRecord``); the realised gain is filled in from the step's real timings.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from time import perf_counter
+
+from core.cost.curve import CostCurve
+from core.drafters.base import Drafter, ProposeContext, Wrapper
+from core.records.steps import DecisionRecord
+from core.runtime.tree import DraftTree
+
+BINS = 10  # draft-confidence bins of the calibration
+PRIOR_WEIGHT = 1.0  # pseudo-observations of a prior
+MAX_PROBE_GAP = 32  # plain steps at most between two drafting probes
+CHEAP_DRAFT = 0.02  # a drafter whose one-level draft costs less than this share of a plain step: full depth
+PROBE_OPTIMISM = 1.0  # a probe drafts the depth that would pay best were each level kept once more
+PROBE_SHARE = 0.02  # while drafting does not pay, probes may cost this share of the time
+FORGET = 0.95  # acceptance by depth: older steps count this much less per step
+RUN_MEMORY = 0.75  # the seconds drafting saved per step: the recent runs' average, each new run weighing 1 - this
+CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same drafter, shape and target), worth
+# this many observations per bin or level at most: the new prompt's own steps soon outweigh it
+
+
+@dataclass
+class Calibration:
+    """a(q): acceptance of a reached node against its draft confidence q; and acceptance by level
+    (``on_path``). Both learned on the run."""
+
+    hits: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    trials: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    path_hits: list[float] = field(default_factory=list)  # steps whose kept path reached depth d + 1 ...
+    path_trials: list[float] = field(default_factory=list)  # ... of the steps that drafted it with d kept
+
+    def bin(self, q: float) -> int:
+        return min(BINS - 1, max(0, int(q * BINS)))
+
+    def __call__(self, q: float, prior: float | None = None) -> float:
+        """a(q), from the bin's hits and a prior worth ``PRIOR_WEIGHT`` observations: ``prior`` (the
+        acceptance of the node's level on this run) or, without one, q itself."""
+        b = self.bin(q)
+        return (self.hits[b] + PRIOR_WEIGHT * (q if prior is None else prior)) / (self.trials[b] + PRIOR_WEIGHT)
+
+    def observe(self, q: float, accepted: bool) -> None:
+        b = self.bin(q)
+        self.trials[b] += 1
+        self.hits[b] += accepted
+
+    def carried(self) -> Calibration:
+        """The same rates, each worth at most ``CARRY_WEIGHT`` observations: a prior for the next run."""
+        def scaled(hits: list[float], trials: list[float]) -> tuple[list[float], list[float]]:
+            factors = [min(1.0, CARRY_WEIGHT / t) if t > 0 else 0.0 for t in trials]
+            return [h * f for h, f in zip(hits, factors)], [t * f for t, f in zip(trials, factors)]
+        return Calibration(*scaled(self.hits, self.trials), *scaled(self.path_hits, self.path_trials))
+
+    def observe_path(self, drafted: int, kept: int) -> None:
+        """A step verified a draft ``drafted`` levels deep and kept ``kept`` of them: each level up to
+        the first miss was reached, the levels above ``kept`` hit. Older steps fade (``FORGET``)."""
+        while len(self.path_trials) < drafted:
+            self.path_trials.append(0.0)
+            self.path_hits.append(0.0)
+        for depth in range(len(self.path_trials)):
+            self.path_trials[depth] *= FORGET
+            self.path_hits[depth] *= FORGET
+        for depth in range(min(drafted, kept + 1)):
+            self.path_trials[depth] += 1
+            self.path_hits[depth] += depth < kept
+
+    def on_path(self, limit: int, optimism: float = 0.0) -> list[float]:
+        """Per level 1..limit, the chance that a step which kept the levels above keeps this one too.
+        Each level's prior is the chance of the level above (one half at the first): a level never
+        tried is taken to be no better than the one above it. ``optimism``: each level credited with
+        that many more kept drafts (what a probe hopes for)."""
+        chances, prior = [], 0.5
+        for depth in range(limit):
+            hits = (self.path_hits[depth] if depth < len(self.path_hits) else 0.0) + optimism
+            trials = (self.path_trials[depth] if depth < len(self.path_trials) else 0.0) + optimism
+            prior = (hits + PRIOR_WEIGHT * prior) / (trials + PRIOR_WEIGHT)
+            chances.append(prior)
+        return chances
+
+
+@dataclass
+class DraftCost:
+    """Seconds of a draft: ``fixed + per_token * catch_up + level * depth``, fitted by (slightly
+    ridged) least squares over this run's drafts, older ones fading. ``catch_up`` is the tokens
+    committed since the drafter last ran (it reads them first: a draft model's forward, EAGLE's
+    feature layer), ``depth`` the levels asked for. A probe after many plain steps pays a long
+    catch-up that steady drafting does not."""
+
+    gram: list[float] = field(default_factory=lambda: [0.0] * 9)  # faded sum of x x^T, 3 x 3 row-major,
+    # x = (1, catch_up, depth)
+    moment: list[float] = field(default_factory=lambda: [0.0] * 3)  # faded sum of x * seconds
+    coefficients: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (fixed, per_token, level), refitted per draft
+
+    def observe(self, catch_up: int, depth: int, seconds: float) -> None:
+        x = (1.0, float(catch_up), float(depth))
+        self.gram = [FORGET * g + x[i // 3] * x[i % 3] for i, g in enumerate(self.gram)]
+        self.moment = [FORGET * m + xi * seconds for m, xi in zip(self.moment, x)]
+        ridge = 1e-3 * self.gram[0]
+        self.coefficients = tuple(max(b, 0.0) for b in _solve3(
+            [g + (ridge if i in (0, 4, 8) else 0.0) for i, g in enumerate(self.gram)], self.moment))
+
+    @property
+    def known(self) -> bool:
+        return self.gram[0] > 0
+
+    def seconds(self, catch_up: float, depth: int) -> float:
+        fixed, per_token, level = self.coefficients
+        return fixed + per_token * catch_up + level * depth
+
+    def carried(self) -> DraftCost:
+        factor = min(1.0, CARRY_WEIGHT / self.gram[0]) if self.known else 0.0
+        return DraftCost([factor * g for g in self.gram], [factor * m for m in self.moment], self.coefficients)
+
+
+def _solve3(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """x with A x = b for a symmetric positive definite 3 x 3 A (row-major), by Cramer's rule: a
+    microsecond, where a linear-algebra call costs a hundred on every step."""
+    def det(m: list[float]) -> float:
+        return (m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6])
+                + m[2] * (m[3] * m[7] - m[4] * m[6]))
+    whole = det(a)
+    columns = []
+    for j in range(3):
+        m = list(a)
+        m[j], m[3 + j], m[6 + j] = b
+        columns.append(det(m) / whole)
+    return tuple(columns)
+
+
+def _sampled(tree: DraftTree) -> bool:
+    """Whether the tree's tokens were drawn at random (a draft law that is not one-hot)."""
+    return any(dist is not None and float(dist.max()) < 1.0 for dist in tree.draft_dists)
+
+
+def best_first(tree: DraftTree, chance: list[float]) -> list[int]:
+    """Nodes in the order the controller would add them: highest path chance first, a node only
+    once its parent and its earlier siblings are in."""
+    children: dict[int, list[int]] = {}
+    for node, parent in enumerate(tree.parents):
+        children.setdefault(parent, []).append(node)
+    path = [0.0] * len(tree)
+    for node, parent in enumerate(tree.parents):
+        path[node] = chance[node] * (1.0 if parent < 0 else path[parent])
+    order, frontier = [], list(children.get(-1, [])[:1])
+    while frontier:
+        node = max(frontier, key=lambda n: (path[n], -n))
+        frontier.remove(node)
+        order.append(node)
+        siblings = children[tree.parents[node]]
+        position = siblings.index(node)
+        frontier += siblings[position + 1 : position + 2] + children.get(node, [])[:1]
+    return order
+
+
+def subtree(tree: DraftTree, keep: list[int]) -> DraftTree:
+    """The nodes ``keep`` (parents before children) as a tree of their own, in ``keep``'s order."""
+    index = {node: i for i, node in enumerate(keep)}
+    out = DraftTree()
+    for node in keep:
+        parent = tree.parents[node]
+        out.add(tree.tokens[node], -1 if parent < 0 else index[parent], tree.draft_probs[node],
+                tree.draft_dists[node], tree.proposer[node])
+    return out
+
+
+def _faded(old: float | None, new: float) -> float:
+    """0.8 old + 0.2 new, the new value first brought within a factor 2 of the old: one stall (a
+    first call that builds a cache, a garbage collection) must not teach the controller that a
+    verify is slow for the rest of the run."""
+    if old is None:
+        return new
+    return 0.8 * old + 0.2 * min(max(new, old / 2), old * 2)
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a run taught the controller, kept for the next run of the same drafter and shape on the
+    same target in this process -- as a server keeps its acceptance statistics across requests --
+    so that a drafter known not to pay is not probed at once again, nor a good one relearned."""
+
+    calibration: Calibration
+    draft_cost: DraftCost
+    plain_s: float | None
+    overrun: float
+    verify_scale: float
+    saved_per_step: float  # seconds drafting saved against plain decoding, per step, over the recent runs
+
+
+_LEARNED: dict[tuple, Learned] = {}
+
+
+class GoodputController(Wrapper):
+    """Wraps ``inner``: asks it for the depth that pays and verifies the goodput-best part of its draft."""
+
+    def __init__(self, inner: Drafter, curve: CostCurve):
+        super().__init__(inner.shape, inner)
+        self.curve = curve
+        self.name = inner.name
+        self.max_nodes = inner.max_nodes
+        self.memory_key = (inner.name, str(inner.shape), curve.model, curve.device, curve.threads)
+        self.steps = 0  # steps begun in this run
+
+    # ---- the run ------------------------------------------------------------------------------
+    def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
+        super().start(prompt_ids, capacity_tokens)
+        last = _LEARNED.get(self.memory_key)
+        self.calibration = Calibration() if last is None else last.calibration.carried()
+        self.verify_scale = 1.0 if last is None else last.verify_scale  # this run's verify seconds / the curve's
+        self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
+        self.drafted_upto = 0  # committed tokens when the drafter last ran (it reads the rest first)
+        self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
+        self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
+        self.plain_steps = 0  # plain steps since drafting was last tried
+        self.probe_loss: float | None = None  # what this step's probe loses against plain decoding (None: no probe)
+        self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
+        self.step_tokens = 0  # tokens the step under way brought
+        self.saved_per_step = 0.0 if last is None else last.saved_per_step
+        # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt)
+        # is affordable -- or at once, where what drafting saved on recent prompts is worth it (``_first_probe``)
+        self.probe_gap, self.first_probe_loss = 0, 0.0
+        if last is not None:
+            depth, expected, _ = self._best_depth(self.shape.depth, self._plain_s())
+            self.first_probe_loss = self._probe_loss(self.draft_cost.seconds(len(prompt_ids), depth)
+                                                     + self._verify_s(depth + 1) - self._verify_s(1), expected)
+            self.probe_gap = self._affordable_gap(self.first_probe_loss)
+        self.step_start: float | None = None
+        self.steps = 0  # steps begun in this run
+        self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
+        self.proposed: DraftTree | None = None
+        self.kept: list[int] = []
+        self.last_decision: DecisionRecord | None = None
+
+    def propose(self, ctx: ProposeContext) -> DraftTree:
+        self._time_last_step()
+        self.proposed, self.kept = None, []
+        plain_s = self._plain_s()
+        limit = min(ctx.max_depth, self.shape.depth)
+        if self.steps == 1:
+            self._first_probe(remaining=ctx.max_depth + 1)
+        depth, probe = self._depth(limit, plain_s)
+        free = self.inner.free_levels and depth < limit  # the drafter's free part may go deeper than asked
+        tree = DraftTree()
+        if depth or free:
+            start = perf_counter()
+            tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
+            self.forwards = self.inner.forwards
+            draft_s = perf_counter() - start
+        if depth:
+            self.draft_cost.observe(len(ctx.tokens) - self.drafted_upto, depth, draft_s)
+            self.drafted_upto = len(ctx.tokens)
+        else:
+            self.plain_steps += 1
+            if not len(tree):
+                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
+                return tree
+        self.proposed = tree
+        self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree), at_least_one=probe)
+        self.probe_loss = self._probe_loss(draft_s + self._verify_s(len(self.kept) + 1) - self._verify_s(1),
+                                           expected) if probe else None
+        self.step_estimate = self._step_s(len(self.kept), plain_s, draft_s)
+        reason = "empty" if not len(tree) else ("all" if len(self.kept) == len(tree) else
+                                                 "part" if self.kept else "none")
+        self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
+                                            round(plain_s, 6), depth=depth, probe=probe)
+        self.renumbering = {node: i for i, node in enumerate(self.kept)}  # the nodes it drops count as pruned
+        self._verify_start = perf_counter()
+        return subtree(tree, self.kept)
+
+    def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
+        if self.proposed is None:
+            return
+        verify_s = perf_counter() - self._verify_start
+        self._learn(tree, accepted, verify_s)
+        self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
+
+    def stop(self) -> None:
+        """The run ends (finished, cancelled or failed): what it learned, if it took a step, is kept
+        for the next run."""
+        if self.steps:
+            saved = RUN_MEMORY * self.saved_per_step + (1 - RUN_MEMORY) * self.saved_s / self.steps
+            _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
+                                                self.verify_scale, saved)
+        super().stop()
+
+    def decision(self) -> DecisionRecord | None:
+        return self.last_decision
+
+    def expansion(self):
+        return None if self.proposed is None else super().expansion()  # a step that drafted nothing scored nothing
+
+    # ---- what things cost ---------------------------------------------------------------------
+    def _verify_s(self, n: int) -> float:
+        return self.curve.seconds(n) * self.verify_scale
+
+    def _plain_s(self) -> float:
+        """Seconds of a whole plain step: measured on this run once there was one, else the verify."""
+        return self.plain_s if self.plain_s is not None else self._verify_s(1)
+
+    def _step_s(self, nodes: int, plain_s: float, draft_s: float) -> float:
+        """The model's seconds for a step that drafts for ``draft_s`` and verifies ``nodes`` nodes: a
+        plain step, the drafting, the larger verify."""
+        return plain_s + draft_s + self._verify_s(nodes + 1) - self._verify_s(1)
+
+    def _time_last_step(self) -> None:
+        """The wall time from the last propose to this one is the whole last step (draft, verify,
+        acceptance, bookkeeping): a plain step's sets ``plain_s``, a drafting step's corrects the
+        model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes)."""
+        now = perf_counter()
+        if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
+            wall = now - self.step_start
+            if self.proposed is None:  # a plain step
+                self.plain_s = _faded(self.plain_s, wall)
+            elif self.step_estimate:
+                self.overrun = _faded(self.overrun, wall / self.step_estimate)
+                if self.probe_loss is None:
+                    self.saved_s += self.step_tokens * self._plain_s() - wall
+        self.step_start = now
+        self.steps += 1
+
+    # ---- the decisions ------------------------------------------------------------------------
+    def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
+        """(levels to ask the drafter for, whether the step is a probe): the depth with the most
+        expected tokens per second -- acceptance by depth on this run against the measured cost of
+        drafting that deep and verifying that many nodes -- if it beats a plain step; else 0, or
+        that same depth as a probe when one is due (the first step, knowing nothing, probes one
+        level)."""
+        if limit <= 0:
+            return 0, False
+        if not self.draft_cost.known:
+            return 1, True
+        if self.draft_cost.seconds(1, 1) < CHEAP_DRAFT * plain_s:
+            return limit, False
+        if 0 < self.plain_steps < self.probe_gap:
+            return 0, False  # off since the last look, and nothing about drafting learned since
+        depth, _, pays = self._best_depth(limit, plain_s)
+        if pays:
+            self.plain_steps, self.probe_gap = 0, min(self.probe_gap, 1)
+            return depth, False
+        if self.plain_steps >= self.probe_gap:
+            self.plain_steps = 0
+            return self._best_depth(limit, plain_s, optimism=PROBE_OPTIMISM)[0], True
+        return 0, False
+
+    def _best_depth(self, limit: int, plain_s: float, optimism: float = 0.0) -> tuple[int, float, bool]:
+        """(the drafting depth with the most expected tokens per second, its expected tokens, whether
+        it beats a plain step); ``optimism`` as in ``Calibration.on_path``."""
+        best, best_rate, best_expected, expected, reach = 1, 0.0, 1.0, 1.0, 1.0
+        for depth, chance in enumerate(self.calibration.on_path(limit, optimism), start=1):
+            reach *= chance
+            expected += reach
+            drafting = self.draft_cost.seconds(expected, depth)  # steady drafting: catch up on the last step's tokens
+            rate = expected / (self.overrun * self._step_s(depth, plain_s, drafting))
+            if rate > best_rate:
+                best, best_rate, best_expected = depth, rate, expected
+            elif reach < 0.01:
+                break  # deeper levels add almost nothing
+        return best, best_expected, best_rate > 1.0 / plain_s
+
+    def _next_probe(self, hit: bool) -> None:
+        """Plain steps before the next probe: enough that probing costs at most ``PROBE_SHARE`` of the
+        time, and after a miss at least twice the last gap. Right after any probe the depths are
+        weighed again with what it taught (``_depth``), so a kept token that turns drafting on is
+        acted on at once; probing again at once would only repeat the loss."""
+        affordable = self._affordable_gap(self.probe_loss)
+        self.probe_gap = affordable if hit else min(MAX_PROBE_GAP, max(2 * self.probe_gap, affordable))
+
+    def _probe_loss(self, probe_s: float, tokens: float) -> float:
+        """Seconds a probe costing ``probe_s`` beyond a plain step and expected to bring ``tokens``
+        loses against plain decoding. A probe step takes what the model says a drafting step takes
+        (overrun included: the same seconds that keep drafting off)."""
+        plain_s = self._plain_s()
+        return max(0.0, self.overrun * (plain_s + probe_s) - tokens * plain_s)
+
+    def _affordable_gap(self, loss: float) -> int:
+        """Plain steps between probes that lose ``loss`` seconds each, so that probing costs at most
+        ``PROBE_SHARE`` of the time; at most ``MAX_PROBE_GAP``."""
+        return min(MAX_PROBE_GAP, math.ceil(loss / (PROBE_SHARE * self._plain_s())))
+
+    def _first_probe(self, remaining: int) -> None:
+        """A new prompt's first probe comes at once where what it may find is worth more than what it
+        loses: drafting saved ``saved_per_step`` seconds per step on the recent prompts (nothing where
+        it was off), so on this one it may save about that on each of the ``remaining`` steps."""
+        if self.saved_per_step * remaining > self.first_probe_loss:
+            self.probe_gap = 0
+
+    def _choose(self, tree: DraftTree, plain_s: float, sampled: bool = False,
+                at_least_one: bool = False) -> tuple[list[int], float, float]:
+        """The best-first prefix of ``tree`` with the most expected tokens per verify second; returns
+        (nodes kept, expected tokens, expected gain over a plain step). ``at_least_one`` (a probe):
+        never an empty prefix, a probe must learn something.
+
+        ``sampled``: the draft's tokens were drawn at random (a draft model at temperature > 0). Then
+        whether a node is verified must not depend on the node's own draw -- keeping only the
+        confident draws would bias the output away from the target's law -- so every node is judged
+        by its level's acceptance on this run so far, which its draw does not touch."""
+        depths = tree.depths
+        levels = self.calibration.on_path(max(depths, default=0))
+        chance = ([levels[d - 1] for d in depths] if sampled else
+                  [self.calibration(q, levels[d - 1]) for q, d in zip(tree.draft_probs, depths)])
+        order = best_first(tree, chance)
+        path = {}
+        best, best_rate, expected = 0, 1.0 / plain_s, 1.0
+        total = 1.0
+        for i, node in enumerate(order, start=1):
+            parent = tree.parents[node]
+            path[node] = chance[node] * (1.0 if parent < 0 else path[parent])
+            total += path[node]
+            rate = total / self._verify_s(i + 1)
+            if rate > best_rate or (at_least_one and not best):
+                best, best_rate, expected = i, rate, total
+        return sorted(order[:best]), expected, best_rate * plain_s
+
+    def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float) -> None:
+        """Calibrate a(q) on the reached nodes and the acceptance by depth; rescale the cost curve."""
+        kept, depths = set(accepted), tree.depths
+        self.step_tokens = len(accepted) + 1
+        for node, parent in enumerate(tree.parents):
+            if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
+                self.calibration.observe(tree.draft_probs[node], node in kept)
+        if self.probe_loss is not None:
+            self._next_probe(bool(accepted))
+        if len(tree):
+            asked = self.last_decision.depth  # the levels asked for (a free part may reach deeper)
+            if asked:
+                self.calibration.observe_path(min(max(depths), asked), min(len(accepted), asked))
+            if self.steps > 1:
+                self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

@@ -1,0 +1,392 @@
+"""The speculative step loop: propose -> verify -> accept -> commit, one StepRecord per step.
+
+One target forward per step verifies the whole draft tree (tree attention, depth positions);
+accepted nodes keep their KV slots, the others are released. With the ``none`` drafter every
+step is a plain one-token decode through the same code: the baseline.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from time import perf_counter
+from typing import Iterator
+
+import torch
+
+from core.drafters.base import Drafter, ProposeContext
+from core.models.loading import LoadedModel
+from core.records.metrics import Tallies
+from core.records.steps import KVStepRecord, NodeRecord, RunResult, StepRecord, TokenRecord
+from core.runtime.acceptance import Acceptance, TargetView, greedy_accept, node_status, speculative_accept
+from core.runtime.forward import SegmentOutput, chain_parents, run_segment
+from core.runtime.head import LMHead
+from core.runtime.kv_cache import CommitStats, PagedKVCache, RequestKV
+from core.runtime.tree import DraftTree, with_root
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+    block_size: int = 16
+    record: bool = True  # build a StepRecord per step (off only to measure the recording's cost)
+
+
+class TextTracker:
+    """Turns output token ids into the text each one adds (decoding the whole output each time,
+    so multi-token characters and leading spaces come out right)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+        self._pieces: dict[int, str] = {}
+
+    def extend(self, ids: list[int]) -> list[str]:
+        added = []
+        for token in ids:
+            self.ids.append(token)
+            text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+            added.append(text[len(self.text) :] if text.startswith(self.text) else text)
+            self.text = text
+        return added
+
+    def piece(self, token: int) -> str:
+        """A token's own text, for tree nodes (the raw token when it is a partial character)."""
+        if token not in self._pieces:
+            text = self.tokenizer.decode([token])
+            if "\ufffd" in text or not text:
+                text = str(self.tokenizer.convert_ids_to_tokens(token))
+            self._pieces[token] = text
+        return self._pieces[token]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A drafted tree waiting for the target's verify."""
+
+    root: int  # the last committed token, the tree's root
+    tree: DraftTree
+    draft_s: float
+    blocks_before: int  # blocks in the request's table before the verify
+
+
+@dataclass
+class _RunState:
+    """What one run has produced so far."""
+
+    tokens: list[int]  # prompt + output so far
+    resumed: float | None  # perf_counter() when the engine last took over; None while it waits
+    new_tokens: list[int] = field(default_factory=list)
+    records: list[StepRecord] = field(default_factory=list)
+    totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
+    stop_reason: str = ""  # set when the run ends
+    busy_s: float = 0.0  # the engine's own time so far, not counting waits between steps
+
+    def suspend(self) -> None:
+        """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
+        if self.resumed is not None:
+            self.busy_s += perf_counter() - self.resumed
+            self.resumed = None
+
+    def resume(self) -> None:
+        if self.resumed is None:
+            self.resumed = perf_counter()
+
+
+@dataclass(frozen=True)
+class _Emitted:
+    """The tokens a step adds to the output: accepted nodes then the correction/bonus, cut at EOS
+    and at the token budget."""
+
+    tokens: list[int]
+    kinds: list[str]  # "accepted" | "correction" | "bonus" | "target", per token
+
+
+class Ending:
+    """``with Ending(finish): ...`` calls ``finish(reason)`` however the block is left: ``default`` when
+    it ran to its end, "cancelled" when the generator around it was closed, "error" when it raised."""
+
+    def __init__(self, finish, default: str | None = None):
+        self.finish, self.default = finish, default
+
+    def __enter__(self) -> "Ending":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        reason = self.default
+        if kind is not None and issubclass(kind, GeneratorExit):
+            reason = "cancelled"
+        elif kind is not None and issubclass(kind, Exception):
+            reason = "error"
+        self.finish(reason)
+        return False
+
+
+class SpeculativeDecoder:
+    """Decodes one prompt. Iterate ``steps()`` for the StepRecords; afterwards ``result`` holds the RunResult.
+
+    Closing the iterator early (a cancelled run) or an exception inside still returns every KV
+    block of the target and of the drafter. The run's ``wall_s`` is the engine's own time: the
+    clock stops while ``steps()`` is suspended at a yield (a user stepping by hand, Play's delay).
+
+    ``steps()`` is ``begin`` -> ``prefill`` -> (``propose_step`` -> ``verify`` -> ``finish_step``)
+    until ``finished`` -> ``end``. A batch (``core.engine.batch``) drives the same calls for many
+    decoders, replacing only the target forwards by one forward over all of them.
+    """
+
+    def __init__(self, target: LoadedModel, drafter: Drafter, settings: DecodeSettings, run_info: dict):
+        self.target = target
+        self.head = LMHead.of(target.model)  # read once: the verify of every step applies it
+        self.drafter = drafter
+        self.settings = settings
+        self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
+        self.result: RunResult | None = None
+        self.kv: RequestKV | None = None
+        self.tally: _RunState | None = None
+
+    # ---- the four verbs ----------------------------------------------------------------------
+    def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
+        ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator)
+        return self.drafter.propose(ctx)
+
+    def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
+        """ONE target forward over [root] + tree.
+
+        Returns the TargetView the acceptance rule reads (logits ``[1 + len(tree), vocab]`` kept on
+        the model's device), and the hidden states the drafter asked for
+        (``[1 + len(tree), hidden_size]`` each).
+        """
+        out = self._forward([root] + tree.tokens, with_root(tree.parents))
+        return TargetView.from_head(self.head, out.last_hidden, self.settings.temperature), out.hidden
+
+    def accept(self, tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
+        if self.settings.temperature > 0:
+            return speculative_accept(tree, target, generator)
+        return greedy_accept(tree, target)
+
+    def commit(self, root: int, tree: DraftTree, acceptance: Acceptance, hidden: list[torch.Tensor]) -> CommitStats:
+        rows = [0] + [node + 1 for node in acceptance.accepted]
+        stats = self.kv.commit(rows)
+        self.drafter.commit(tree, acceptance.accepted)
+        self._observe([root] + [tree.tokens[n] for n in acceptance.accepted], hidden, rows)
+        return stats
+
+    def prefill(self, prompt_ids: list[int]) -> None:
+        """The prompt but its last token into the cache (the body only: no logits are needed); the
+        last becomes the first root."""
+        prefix = list(prompt_ids[:-1])
+        if prefix:
+            self.prefilled(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
+
+    def prefilled(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
+        """The prefix's K/V were just written: keep them, and show the drafter the target's hidden states."""
+        rows = list(range(len(prefix)))
+        self.kv.commit(rows)
+        self._observe(prefix, hidden, rows)
+
+    def _forward(self, tokens: list[int], segment_parents: list[int]) -> SegmentOutput:
+        return run_segment(self.target.model, self.kv, tokens, segment_parents, self.drafter.hidden_layers)
+
+    def _observe(self, tokens: list[int], hidden: list[torch.Tensor], rows: list[int]) -> None:
+        if self.drafter.hidden_layers:
+            if len(rows) == len(hidden[0]):  # every row (a plain step, the prefill): as they are
+                self.drafter.observe(tokens, hidden)
+            elif rows[-1] == len(rows) - 1:  # rows ascend from 0: the first len(rows), a view (a chain)
+                self.drafter.observe(tokens, [h[: len(rows)] for h in hidden])
+            else:
+                self.drafter.observe(tokens, [h[rows] for h in hidden])
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
+        self.begin(prompt_ids)
+        with Ending(self.end):
+            self.prefill(prompt_ids)
+            while not self.finished:
+                proposal = self.propose_step()
+                t0 = perf_counter()
+                target, hidden = self.verify(proposal.root, proposal.tree)
+                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0)
+                self.tally.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
+                yield record
+                self.tally.resume()
+
+    def capacity_tokens(self, prompt_len: int) -> int:
+        """The most tokens this run's cache holds at once: prompt, output and one draft tree."""
+        return prompt_len + self.settings.max_new_tokens + self.drafter.max_nodes + 1
+
+    def begin(self, prompt_ids: list[int], pool: PagedKVCache | None = None) -> None:
+        """Start a run: a KV request in ``pool`` (by default a pool of its own, sized for this run),
+        the drafter, the tallies."""
+        s = self.settings
+        capacity = self.capacity_tokens(len(prompt_ids))
+        if pool is None:
+            pool = PagedKVCache.for_model(self.target.model, math.ceil(capacity / s.block_size) + 1, s.block_size)
+        self.kv = pool.new_request()
+        self.generator = torch.Generator().manual_seed(s.seed)
+        self.text = TextTracker(self.target.tokenizer)
+        self.tally = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
+        self.prompt_ids = list(prompt_ids)
+        self.drafter.start(list(prompt_ids), capacity)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.tally.stop_reason)
+
+    def propose_step(self) -> Proposal:
+        run = self.tally
+        t0 = perf_counter()
+        tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
+        return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
+
+    def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
+                    verify_s: float) -> StepRecord | None:
+        """accept -> commit -> emit -> tally -> stop rules -> record."""
+        run, tree = self.tally, proposal.tree
+        acceptance = self.accept(tree, target, self.generator)
+        commit = self.commit(proposal.root, tree, acceptance, hidden)
+        emitted = self.emit(tree, acceptance)
+        step = run.totals.steps
+        run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
+                            emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
+        run.tokens += emitted.tokens
+        run.new_tokens += emitted.tokens
+        run.stop_reason = self.stop_reason(emitted.tokens)
+        if not self.settings.record:
+            return None
+        outcome = _StepOutcome(
+            step, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
+            proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s, finished=self.finished,
+        )
+        record = self._record(outcome, self.text, len(run.new_tokens), run.totals.steps)
+        run.records.append(record)
+        return record
+
+    def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
+        """The step's output tokens, cut after an EOS and at the remaining budget."""
+        remaining = self.settings.max_new_tokens - len(self.tally.new_tokens)
+        tokens = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
+        kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
+        eos = self.target.eos_ids
+        cut = min(remaining, next((i + 1 for i, t in enumerate(tokens) if t in eos), len(tokens)))
+        return _Emitted(tokens[:cut], kinds[:cut])
+
+    def stop_reason(self, emitted: list[int]) -> str:
+        """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""
+        if emitted[-1] in self.target.eos_ids:
+            return "eos"
+        if len(self.tally.new_tokens) >= self.settings.max_new_tokens:
+            return "max_new_tokens"
+        return ""
+
+    def end(self, stop_reason: str | None = None) -> RunResult:
+        """Return every KV block (target and drafter) and build ``result``; ``stop_reason`` (cancelled,
+        error) overrides the run's own."""
+        run = self.tally
+        if stop_reason:
+            run.stop_reason = stop_reason
+        run.resume()
+        try:
+            self.drafter.stop()
+        finally:
+            self.kv.release_all()
+        text = self.target.tokenizer.decode(run.new_tokens, skip_special_tokens=True)
+        run.suspend()
+        self.result = RunResult(
+            **self.run_info,
+            text=text,
+            tokens=run.new_tokens,
+            prompt_tokens=self.prompt_ids,
+            target_forwards=run.totals.steps,
+            draft_forwards=self.drafter.forwards,
+            draft_tokens_proposed=run.totals.draft_tokens,
+            draft_tokens_accepted=run.totals.accepted_tokens,
+            per_position_acceptance=run.totals.per_position_acceptance,
+            wall_s=run.busy_s,
+            target=self.target.path,
+            draft=self.drafter.model_path,
+            kv=self.kv.summary(),
+            draft_kv=self.drafter.kv_summary(),
+            stop_reason=run.stop_reason,
+            steps=run.records,
+        )
+        return self.result
+
+    def _record(self, o: "_StepOutcome", text: TextTracker, new_total: int, forwards: int) -> StepRecord:
+        tree, acceptance = o.tree, o.acceptance
+        status = node_status(tree, acceptance.accepted)
+        depths = tree.depths
+        target_probs = o.target.node_probs(tree)
+        nodes = [
+            NodeRecord(
+                id=i,
+                token=tree.tokens[i],
+                text=text.piece(tree.tokens[i]),
+                parent=tree.parents[i],
+                depth=depths[i],
+                draft_prob=round(tree.draft_probs[i], 6),
+                target_prob=round(target_probs[i], 6),
+                status=status[i],
+                proposer=tree.proposer[i],
+            )
+            for i in range(len(tree))
+        ]
+        pieces = text.extend(o.emitted)
+        emitted_records = [TokenRecord(t, p, k) for t, p, k in zip(o.emitted, pieces, o.kinds)]
+        commit = o.commit
+        written = list(commit.kept_slots) + list(commit.freed_slots)
+        kv = KVStepRecord(
+            blocks_before=o.blocks_before,
+            blocks_after=len(self.kv.block_table),
+            slots_written=len(written),
+            slots_freed=len(commit.freed_slots),
+            freed_blocks=list(commit.freed_blocks),
+            block_table=list(self.kv.block_table),
+            slot_grid={str(b): g for b, g in self.kv.slot_states(written, list(commit.freed_slots)).items()},
+            pool_in_use=self.kv.cache.pool.blocks_in_use,
+        )
+        draft_kv = self.drafter.own_kv()
+        expansion = self.drafter.expansion()
+        if expansion is not None:
+            expansion = expansion.record([text.piece(t) for t in expansion.tokens])
+        decision = self.drafter.decision()
+        if decision is not None:
+            seconds = o.draft_s + o.verify_s
+            decision = replace(decision, realised_gain=round(len(o.emitted) * decision.plain_step_s / seconds, 4)
+                               if seconds > 0 else None)
+        return StepRecord(
+            step=o.step,
+            root=TokenRecord(o.root, text.piece(o.root), "root"),
+            nodes=nodes,
+            accepted_length=len(acceptance.accepted),
+            next=TokenRecord(acceptance.next_token, text.piece(acceptance.next_token), acceptance.next_kind),
+            emitted=emitted_records,
+            new_tokens_total=new_total,
+            target_forwards_total=forwards,
+            kv=kv,
+            draft_kv_blocks=None if draft_kv is None else draft_kv.cache.pool.blocks_in_use,
+            draft_s=round(o.draft_s, 6),
+            verify_s=round(o.verify_s, 6),
+            finished=o.finished,
+            expansion=expansion,
+            decision=decision,
+        )
+
+
+@dataclass(frozen=True)
+class _StepOutcome:
+    """The facts of one step that its StepRecord is built from."""
+
+    step: int
+    root: int
+    tree: DraftTree
+    target: TargetView
+    acceptance: Acceptance
+    emitted: list[int]
+    kinds: list[str]
+    commit: CommitStats
+    blocks_before: int
+    draft_s: float
+    verify_s: float
+    finished: bool

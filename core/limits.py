@@ -1,0 +1,37 @@
+"""Every bound the lab enforces, defined once: what one request may ask for (``DecodeRequest``), the
+draft shapes, what the page offers a visitor (tighter: a shared server), and what a trace file may
+hold (``core.records.trace``, which reads files written by any earlier version of the lab)."""
+from __future__ import annotations
+
+# ---- one request (CLI, Python API, the page: DecodeRequest validates them) ---------------------
+MAX_PROMPT_CHARS = 100_000  # the context check after tokenising is the real limit; this bounds the work before it
+MAX_NEW_TOKENS = 4096
+MAX_TEMPERATURE = 10.0
+MIN_TEMPERATURE = 0.01  # the smallest sampling temperature: logits / T must stay finite in float32
+MAX_SEED = 2**63 - 1
+MAX_BLOCK_SIZE = 256  # KV cache block size in tokens
+MAX_MODEL_REF = 1000  # characters of a model folder path or hub id
+
+# ---- draft shapes --------------------------------------------------------------------------------
+MAX_WIDTH = 8  # children per node of a full tree (EAGLE-2's top-k)
+MAX_DEPTH = 16  # draft levels
+MAX_TREE_NODES = 128  # nodes one verify may hold
+
+# ---- the page (a shared server): tighter than a request's ---------------------------------------
+PAGE_MAX_PROMPT_CHARS = 2000
+PAGE_MAX_NEW_TOKENS = 512
+PAGE_MAX_TEMPERATURE = 2.0
+PAGE_MAX_SEED = 2**31 - 1  # what a browser's number field holds exactly
+PAGE_MAX_MODEL_REF = 300
+PAGE_MAX_COMPARE_RUNS = 16
+
+# ---- trace files (docs/trace.md): what any run could have written, nothing more -----------------
+MIB = 2**20
+MAX_TRACE_BYTES = 20 * MIB  # the app's upload limit too
+MAX_TRACE_LINES = MAX_NEW_TOKENS + 2  # a header, a summary, and a step emits at least one token
+MAX_PROMPT_TOKENS = 32_768  # longer than any context the app or the CLI is used with
+MAX_TOKEN_ID = 2**24  # vocabularies are far smaller (Gemma 3: 262,144)
+MAX_TOKEN_TEXT = 1_024  # characters one token adds to the text
+MAX_OUTPUT_CHARS = MAX_NEW_TOKENS * 256
+MAX_LABEL = 64  # drafter, proposer, device, dtype, stop reason
+MAX_SECONDS = 86_400.0

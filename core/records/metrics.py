@@ -1,0 +1,179 @@
+"""Every number the lab reports about a run, defined once over its StepRecords.
+
+The engine's summary, the app's live plots and tables, the held-out evaluation, the bench and
+the Prometheus exporter all call these, so one run gives one set of numbers everywhere.
+Glossary (the names vLLM's spec-decode metrics use where they exist):
+
+* ``drafts`` -- steps that drafted at least one token (vLLM ``num_drafts``);
+* ``draft_tokens`` -- drafted tokens sent to the verify (``num_draft_tokens``);
+* ``accepted_tokens`` -- drafted tokens the target kept (``num_accepted_tokens``);
+* ``accepted_per_position[i]`` -- drafts whose token at depth i+1 was kept
+  (``num_accepted_tokens_per_pos``);
+* ``tau`` -- new tokens per target verify forward (correction or bonus included); for a run
+  that always drafts this is vLLM's mean acceptance length 1 + accepted / drafts;
+* ``mean_acceptance_length`` -- vLLM's 1 + accepted / drafts, over the steps that drafted (what
+  a vLLM server's counters give; equals ``tau`` when every step drafts and none is cut short);
+* ``acceptance_rate`` -- accepted / drafted tokens;
+* ``draft_cost`` -- drafting seconds per verify second, over the steps that drafted;
+* ``verify_cost`` -- v: a run's verify seconds per target forward over one one-token forward
+  (``forward_s``: the baseline's verify seconds per step, or ``core.cost.curve``'s ``forward_s``);
+  ``verify_cost_by_nodes`` splits it by query tokens n = nodes + 1 (the root), the run's own
+  points of the curve v(n) that ``core.cost.curve`` measures;
+* ``step_cost`` -- a run's time per target forward in one-token forwards, drafting (k*c) and
+  verify (v) apart: the terms of the speedup model tau / (k*c + v) (``core.cost.theory``).
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from core.records.steps import StepRecord
+
+
+@dataclass
+class Tallies:
+    """Running totals of one run (or of several pooled), built step by step."""
+
+    steps: int = 0  # target verify forwards
+    new_tokens: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_position: list[int] = field(default_factory=list)
+    draft_s: float = 0.0  # over drafting steps
+    verify_s: float = 0.0  # over drafting steps
+    all_verify_s: float = 0.0  # over every step
+    all_draft_s: float = 0.0  # over every step (a drafter that found nothing still spent its time)
+    query_tokens: int = 0  # tokens the verifies ran over: root + nodes, every step
+
+    def add_step(self, *, drafted: int, depth: int, accepted: int, emitted: int,
+                 draft_s: float = 0.0, verify_s: float = 0.0) -> None:
+        """One step: ``drafted`` nodes of depth up to ``depth``, ``accepted`` kept, ``emitted`` new tokens."""
+        self.steps += 1
+        self.new_tokens += emitted
+        self.all_verify_s += verify_s
+        self.all_draft_s += draft_s
+        self.query_tokens += drafted + 1
+        if not drafted:
+            return
+        self.drafts += 1
+        self.draft_tokens += drafted
+        self.accepted_tokens += accepted
+        self.draft_s += draft_s
+        self.verify_s += verify_s
+        self.accepted_per_position += [0] * (depth - len(self.accepted_per_position))
+        for i in range(accepted):
+            self.accepted_per_position[i] += 1
+
+    def add(self, record: StepRecord) -> "Tallies":
+        self.add_step(drafted=len(record.nodes), depth=max((n.depth for n in record.nodes), default=0),
+                      accepted=record.accepted_length, emitted=len(record.emitted),
+                      draft_s=record.draft_s, verify_s=record.verify_s)
+        return self
+
+    @property
+    def tau(self) -> float:
+        return self.new_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """vLLM's mean acceptance length, 1 + accepted / drafts; None when nothing was drafted."""
+        return 1 + self.accepted_tokens / self.drafts if self.drafts else None
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return [n / self.drafts for n in self.accepted_per_position] if self.drafts else []
+
+    @property
+    def draft_cost(self) -> float | None:
+        """Drafting time per verify time over the steps that drafted; None when none did."""
+        return self.draft_s / self.verify_s if self.drafts and self.verify_s > 0 else None
+
+    @property
+    def verify_s_per_forward(self) -> float:
+        """Mean seconds of one target verify forward, over every step."""
+        return self.all_verify_s / self.steps if self.steps else 0.0
+
+
+def tally(records: Iterable[StepRecord]) -> Tallies:
+    totals = Tallies()
+    for record in records:
+        totals.add(record)
+    return totals
+
+
+def running(records: Iterable[StepRecord]) -> Iterable[Tallies]:
+    """The totals after each step (one shared object, updated in place: copy what you keep)."""
+    totals = Tallies()
+    for record in records:
+        yield totals.add(record)
+
+
+def per_position_acceptance(records: Iterable[StepRecord]) -> list[float]:
+    return tally(records).per_position_acceptance
+
+
+def tau(records: Iterable[StepRecord]) -> float:
+    return tally(records).tau
+
+
+def acceptance_rate(records: Iterable[StepRecord]) -> float:
+    return tally(records).acceptance_rate
+
+
+def draft_cost(records: Iterable[StepRecord]) -> float | None:
+    return tally(records).draft_cost
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """A run's time per target forward, in one-token forwards of the same target."""
+
+    forward_s: float  # seconds of the one-token forward everything is measured in
+    draft: float  # drafting seconds per step / forward_s: k * c in the speedup model
+    verify: float  # verify seconds per step / forward_s: v, measured
+    query_tokens: float  # mean tokens per verify (root + nodes)
+
+
+def step_cost(records: Iterable[StepRecord], forward_s: float) -> StepCost | None:
+    """``StepCost`` over every step of a run; None without steps or a positive ``forward_s``."""
+    totals = tally(records)
+    if not totals.steps or forward_s <= 0:
+        return None
+    per_step = forward_s * totals.steps
+    return StepCost(forward_s=forward_s, draft=totals.all_draft_s / per_step, verify=totals.all_verify_s / per_step,
+                    query_tokens=totals.query_tokens / totals.steps)
+
+
+def verify_cost(records: Iterable[StepRecord], forward_s: float) -> float | None:
+    """v of a run: its mean verify seconds per target forward over ``forward_s``."""
+    cost = step_cost(records, forward_s)
+    return None if cost is None else cost.verify
+
+
+def verify_cost_by_nodes(records: Iterable[StepRecord], forward_s: float) -> dict[int, float]:
+    """The run's own v(n): for each query-token count n (nodes + 1), the mean verify seconds of the
+    steps that verified n tokens over ``forward_s``; ascending n."""
+    if forward_s <= 0:
+        return {}
+    by_n: dict[int, list[float]] = defaultdict(list)
+    for record in records:
+        by_n[len(record.nodes) + 1].append(record.verify_s)
+    return {n: statistics.fmean(by_n[n]) / forward_s for n in sorted(by_n)}
+
+
+def forward_seconds(records: Iterable[StepRecord]) -> float:
+    """Mean verify seconds per step: for a run that drafts nothing (``none``), one one-token forward."""
+    return tally(records).verify_s_per_forward
+
+
+def expected_verify_cost(records: Iterable[StepRecord], v: Callable[[int], float]) -> float | None:
+    """The mean of ``v(nodes + 1)`` over a run's steps: what a verify-cost curve says its verifies cost."""
+    costs = [v(len(record.nodes) + 1) for record in records]
+    return sum(costs) / len(costs) if costs else None

@@ -1,0 +1,220 @@
+"""The batch-size study (``python -m core bench --batch-sweep 1,2,4,...``).
+
+Two measurements on the same machine, in the same process:
+
+* **throughput against batch size** -- the baseline (``none``) and each drafter decode the same
+  prompts in batches of each size (``core.engine.batch``); tokens/s counts every request's new tokens.
+  Speculation *stops paying* at the first batch size where a drafter is no faster than ``none``.
+* **the target's forward latency against query tokens x batch** -- one batched forward of
+  ``batch`` requests with ``query_tokens`` new tokens each over a fixed context. While the
+  forward is memory-bound (reading the weights dominates) its latency hardly grows with the
+  tokens it processes, and verifying a draft is almost free; once it is compute-bound, latency
+  grows with tokens and every rejected draft token costs real time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from time import perf_counter
+from typing import Callable
+
+import torch
+
+from core.api import build_batch
+from core.drafters import BASELINE
+from core.engine.batch import BatchResult, check_batch_size, run_batch
+from core.errors import UserError
+from core.models.loading import LoadedModel
+from core.request import split_spec
+from core.runtime.acceptance import TargetView
+from core.runtime.forward import chain_parents, run_batch_body
+from core.runtime.head import LMHead
+from core.runtime.kv_cache import PagedForward, PagedKVCache
+
+QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
+LATENCY_REPEATS = 5
+
+
+def parse_batch_sizes(text: str | tuple[int, ...] | None, device) -> tuple[int, ...]:
+    """"1,2,4,8" -> (1, 2, 4, 8), each within the device's batch limit, no duplicates."""
+    if not text:
+        return ()
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        sizes = tuple(int(str(p).strip()) for p in parts if str(p).strip())
+    except ValueError:
+        raise UserError(f"--batch-sweep takes batch sizes separated by commas, e.g. 1,2,4,8 (got {text!r})") from None
+    if not sizes or len(set(sizes)) != len(sizes):
+        raise UserError(f"--batch-sweep needs distinct batch sizes (got {text!r})")
+    for size in sizes:
+        check_batch_size(size, device)
+    return tuple(sorted(sizes))
+
+
+def batch_prompts(prompts: list[str], batch: int) -> list[str]:
+    """The first ``batch`` prompts, cycling through the file when it holds fewer."""
+    return [prompts[i % len(prompts)] for i in range(batch)]
+
+
+def batch_runner(prompts: list[str], spec: str, decoder_args: dict) -> Callable[[], BatchResult]:
+    """One batched decode of ``prompts`` with drafter ``spec`` (``core.request.split_spec``: a name,
+    optionally with its own shape, e.g. ``draft:auto``)."""
+    name, flat = split_spec(spec)
+
+    def run() -> BatchResult:
+        return run_batch(build_batch(prompts, drafter=name, **{**decoder_args, **flat}))
+
+    return run
+
+
+def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompts: list[str], decoder_args: dict,
+                       repeats: int, log: Callable[[str], None], warmup: bool = True) -> list[dict]:
+    """Every (batch, drafter) decoded ``repeats`` times, interleaved; rows in the JSON's ``batch_sweep`` shape.
+
+    ``drafters`` must include ``none`` (speedups are against it at the same batch size).
+    """
+    if BASELINE not in drafters:
+        raise UserError("the batch sweep needs the none baseline among the drafters")
+    runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
+    for d in drafters if warmup else ():
+        runners[(sizes[0], d)]()
+    runs: dict[tuple[int, str], list[BatchResult]] = {key: [] for key in runners}
+    for repeat in range(repeats):
+        for b in sizes:
+            for d in drafters:
+                runs[(b, d)].append(runners[(b, d)]())
+            log(f"batch sweep: repeat {repeat + 1}/{repeats}, batch {b} done")
+    return [sweep_row(b, d, runs[(b, d)], runs[(b, BASELINE)]) for b in sizes for d in drafters]
+
+
+def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
+    wall = statistics.median(r.wall_s for r in runs)
+    base_wall = statistics.median(r.wall_s for r in baseline)
+    results = runs[0].results
+    tokens = sum(r.new_tokens for r in results)
+    forwards = sum(r.target_forwards for r in results)
+    proposed = sum(r.draft_tokens_proposed for r in results)
+    accepted = sum(r.draft_tokens_accepted for r in results)
+    return {
+        "batch": batch,
+        "drafter": drafter,
+        "tokens_per_s": tokens / wall,
+        "speedup": base_wall / wall,  # same prompts, same tokens (lossless): the wall-time ratio
+        "wall_s": wall,
+        "new_tokens": tokens,
+        "batched_forwards": runs[0].target_forwards,
+        "mean_accepted_tokens": tokens / forwards if forwards else None,
+        "acceptance_rate": accepted / proposed if proposed else None,
+        "peak_blocks_in_use": runs[0].peak_blocks_in_use,
+        "identical_to_baseline": [r.tokens for r in results] == [r.tokens for r in baseline[0].results],
+    }
+
+
+def crossover(rows: list[dict]) -> dict[str, int | None]:
+    """Per drafter, the smallest batch at which it is no faster than ``none`` (None: it pays at every size)."""
+    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["drafter"] == BASELINE}
+    out: dict[str, int | None] = {}
+    for row in sorted(rows, key=lambda r: r["batch"]):
+        name = row["drafter"]
+        if name == BASELINE:
+            continue
+        out.setdefault(name, None)
+        if out[name] is None and row["tokens_per_s"] <= base[row["batch"]]:
+            out[name] = row["batch"]
+    return out
+
+
+@torch.inference_mode()
+def forward_latency(target: LoadedModel, batch: int, query_tokens: int, context: list[int],
+                    repeats: int = LATENCY_REPEATS) -> float:
+    """Median seconds of ONE target forward of ``batch`` requests x ``query_tokens`` new tokens,
+    each request holding ``context`` in its cache, with what a batched greedy verify reads of its
+    LM head (``TargetView.split_from_head``). Every probe's slots are released after it."""
+    model, block_size = target.model, 16
+    per_request = math.ceil((len(context) + query_tokens) / block_size) + 1
+    cache = PagedKVCache.for_model(model, batch * per_request, block_size)
+    forward = PagedForward(cache)
+    kvs = [cache.new_request() for _ in range(batch)]
+    try:
+        run_batch_body(model, forward, kvs, [context] * batch, [chain_parents(len(context))] * batch)
+        for kv in kvs:
+            kv.commit(list(range(len(context))))
+        probe = (context * (query_tokens // len(context) + 1))[:query_tokens]
+        times = []
+        for _ in range(repeats + 1):  # the first is a warm-up
+            _sync(model.device)
+            start = perf_counter()
+            outs = run_batch_body(model, forward, kvs, [probe] * batch, [chain_parents(query_tokens)] * batch)
+            TargetView.split_from_head(LMHead.of(model), [out.last_hidden for out in outs], [0.0] * batch)
+            _sync(model.device)
+            times.append(perf_counter() - start)
+            for kv in kvs:
+                kv.commit([])
+        return statistics.median(times[1:])
+    finally:
+        for kv in kvs:
+            kv.release_all()
+
+
+def measure_latency(target: LoadedModel, sizes: tuple[int, ...], context: list[int],
+                    log: Callable[[str], None]) -> list[dict]:
+    """The forward-latency grid: rows {batch, query_tokens, tokens, latency_ms, tokens_per_s}."""
+    rows = []
+    for b in sizes:
+        for q in QUERY_TOKENS:
+            latency = forward_latency(target, b, q, context)
+            rows.append({"batch": b, "query_tokens": q, "tokens": b * q, "latency_ms": latency * 1e3,
+                         "tokens_per_s": b * q / latency})
+        log(f"forward latency: batch {b} done")
+    return rows
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+MAX_RESULT_BYTES = 5 * 1024 * 1024
+
+
+def read_sweep_result(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> dict:
+    """A bench JSON (``--out``'s bench.json or ``--json``'s output) with a batch sweep, checked.
+
+    Returns the parsed object with ``batch_crossover`` filled in; any problem is a UserError.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise UserError(f"bench file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB")
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"bench file is not JSON ({getattr(e, 'msg', e)})") from None
+    rows = result.get("batch_sweep") if isinstance(result, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise UserError("bench file has no batch sweep: make it with python -m core bench --batch-sweep 1,2,4 --json")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, dict) and _is_count(row.get("batch")) and isinstance(row.get("drafter"), str)
+                and _is_number(row.get("tokens_per_s"))):
+            raise UserError(f"batch_sweep entry {i} needs batch (>= 1), drafter and tokens_per_s (>= 0)")
+    missing = sorted({r["batch"] for r in rows} - {r["batch"] for r in rows if r["drafter"] == BASELINE})
+    if missing:
+        raise UserError(f"batch_sweep has no none baseline at batch {', '.join(map(str, missing))}")
+    latency = result.get("forward_latency") or []
+    if not isinstance(latency, list) or not all(
+            isinstance(r, dict) and _is_count(r.get("batch")) and _is_count(r.get("tokens"))
+            and _is_number(r.get("latency_ms")) for r in latency):
+        raise UserError("forward_latency entries need batch, tokens and latency_ms")
+    result["forward_latency"] = latency
+    result["batch_crossover"] = crossover(rows)
+    return result
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1

@@ -1,0 +1,107 @@
+"""The batch-size study's figure, drawn once for the bench report (``bench.html``) and the app's
+Batch size view: throughput of each drafter against batch size, where speculation stops paying
+marked, beside the target's forward latency against the tokens in one forward.
+
+It reads a bench result (``core.studies.batch_size``'s ``batch_sweep``, ``batch_crossover`` and
+``forward_latency``) and knows no language: the words come in a :class:`SweepFigureText`
+(English by default; the app passes its own).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from plotly.colors import sequential
+from plotly.subplots import make_subplots
+
+from core.drafters import BASELINE, drafter_color
+
+KNEE = 1.5  # the knee: the fewest tokens whose forward costs this many one-token forwards
+
+
+@dataclass(frozen=True)
+class SweepFigureText:
+    plot_throughput: str = "Throughput against batch size"
+    plot_latency: str = "Target forward latency against tokens in the forward"
+    axis_batch: str = "batch size"
+    axis_tps: str = "tokens/s (all requests)"
+    axis_tokens: str = "tokens in the forward (batch × new tokens per request)"
+    axis_ms: str = "ms per forward"
+    latency_series: str = "batch {batch}"
+    stops_paying: str = "{drafter} stops paying here"
+    knee: str = "knee: {tokens} tokens cost {factor:.1f}× one"
+
+
+def sweep_figure(result: dict, text: SweepFigureText = SweepFigureText()) -> go.Figure:
+    """``result`` holds a non-empty ``batch_sweep``; each drafter in its own colour (``drafter_color``),
+    the latency curves shaded by batch size, the knee of the batch-1 curve marked."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=(text.plot_throughput, text.plot_latency))
+    _throughput(fig, result, text)
+    _latency(fig, result.get("forward_latency") or [], text)
+    sizes = sorted({r["batch"] for r in result["batch_sweep"]})
+    fig.update_xaxes(type="log", title=text.axis_batch, tickvals=sizes, row=1, col=1)
+    fig.update_xaxes(type="log", title=text.axis_tokens, row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", title=text.axis_tps, row=1, col=1)
+    fig.update_yaxes(type="log", title=text.axis_ms, row=1, col=2)
+    return fig
+
+
+def _throughput(fig: go.Figure, result: dict, text: SweepFigureText) -> None:
+    rows = result["batch_sweep"]
+    color = {}
+    for name in dict.fromkeys(r["drafter"] for r in rows):
+        color[name] = drafter_color(name)
+        mine = sorted((r for r in rows if r["drafter"] == name), key=lambda r: r["batch"])
+        fig.add_trace(go.Scatter(
+            x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine], name=name, mode="lines+markers",
+            line={"color": color[name], "width": 3 if name == BASELINE else 2.5,
+                  "dash": "dash" if "auto" in name else "solid"},
+            hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + name + "</extra>"), 1, 1)
+    top = max(r["tokens_per_s"] for r in rows)
+    smallest = min(r["batch"] for r in rows)
+    for i, (name, batch) in enumerate((result.get("batch_crossover") or {}).items()):
+        if batch is None:
+            continue
+        line_color = color.get(name, "#888888")
+        label_at = top * (1.08 - 0.07 * i)  # one label height apart, so two crossovers at one batch stay readable
+        fig.add_trace(go.Scatter(  # a vertical dotted line at the crossover (shapes take log10 x on a log axis)
+            x=[batch, batch, batch], y=[0, top, label_at], mode="lines+text", showlegend=False, hoverinfo="skip",
+            text=["", "", text.stops_paying.format(drafter=name)],
+            textposition="middle right" if batch == smallest else "middle left",
+            textfont={"size": 11, "color": line_color}, line={"color": line_color, "dash": "dot", "width": 1.5}), 1, 1)
+
+
+def _latency(fig: go.Figure, grid: list[dict], text: SweepFigureText) -> None:
+    sizes = sorted({r["batch"] for r in grid})
+    shades = sequential.Blues[3:][:: max(1, 6 // max(1, len(sizes)))]
+    for i, batch in enumerate(sizes):
+        mine = sorted((r for r in grid if r["batch"] == batch), key=lambda r: r["tokens"])
+        label = text.latency_series.format(batch=batch)
+        fig.add_trace(go.Scatter(
+            x=[r["tokens"] for r in mine], y=[r["latency_ms"] for r in mine], name=label, mode="lines+markers",
+            line={"color": shades[min(i, len(shades) - 1)], "width": 1.5, "dash": "dot"},
+            hovertemplate="%{x} tokens: %{y:.2f} ms<extra>" + label + "</extra>"), 1, 2)
+    knee = find_knee(grid)
+    if knee is not None:
+        tokens, factor = knee
+        low, high = min(r["latency_ms"] for r in grid), max(r["latency_ms"] for r in grid)
+        fig.add_trace(go.Scatter(
+            x=[tokens, tokens], y=[low, high], mode="lines+text", showlegend=False, hoverinfo="skip",
+            text=["", text.knee.format(tokens=tokens, factor=factor)], textposition="top left",
+            textfont={"size": 11, "color": "#c05621"}, line={"color": "#c05621", "dash": "dash", "width": 1.5}),
+            1, 2)
+
+
+def find_knee(grid: list[dict]) -> tuple[int, float] | None:
+    """Where forwards stop being memory-bound: the fewest tokens whose forward costs ``KNEE`` times
+    the one-token forward (the smallest batch's curve); (tokens, that factor) or None."""
+    if not grid:
+        return None
+    smallest = min(r["batch"] for r in grid)
+    curve = sorted((r for r in grid if r["batch"] == smallest), key=lambda r: r["tokens"])
+    base = curve[0]["latency_ms"]
+    for r in curve:
+        if r["latency_ms"] >= KNEE * base:
+            return r["tokens"], r["latency_ms"] / base
+    return None

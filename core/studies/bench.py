@@ -1,0 +1,376 @@
+"""``python -m core bench``: speed and acceptance of each drafter, side by side in one process.
+
+Every configuration runs on the same prompts, interleaved (prompt by prompt, repeat by
+repeat) after a warm-up, so slow drifts of the machine hit all of them alike. Speedups are
+per-prompt ratios of wall time against the ``none`` baseline measured in the same run
+(median over prompts); with ``--compare-hf`` transformers' own ``generate()`` -- plain,
+assisted generation with the same draft model, and prompt lookup -- is measured the same
+way, so our ratios stand beside theirs. ``verify_ratio`` (``core.cost.probe``) is the cost of
+verifying n tokens against one forward, for the target and the draft, with and without the LM
+head. ``--batch-sweep`` adds the batch-size study
+(``core.studies.batch_size``): throughput of each drafter against batch size, and the target's forward latency
+against query tokens x batch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from time import perf_counter
+from typing import Callable
+
+import torch
+
+from core.api import build_decoder, greedy_generate_kwargs
+from core.cost.probe import VERIFY_CONTEXT, VERIFY_REPEATS, latency_context, measure_verify_cost, verify_markdown
+from core.drafters import BASELINE, SWEEP_DEFAULT, DraftModelDrafter
+from core.errors import UserError
+from core.models.loading import load_model, pick_device, resolve_preset
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.request import DecodeRequest, split_spec
+from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    preset: str = "tiny"
+    drafters: tuple[str, ...] = (BASELINE, *SWEEP_DEFAULT)
+    prompts_file: str = str(HELDOUT_PROMPTS)
+    max_new_tokens: int = 64
+    repeats: int = 3
+    k: int = 4
+    tree: str | None = None
+    compare_hf: bool = False
+    overhead: bool = False  # also time the first drafter with step records off
+    threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
+    batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
+    verify_repeats: int = VERIFY_REPEATS  # passes of the verify-cost probe (core.cost.probe)
+    device: str = "auto"
+    target: str | None = None  # overrides the preset's target / draft
+    draft: str | None = None
+
+    def request(self, prompt: str, spec: str) -> DecodeRequest:
+        """The run of drafter ``spec``: a name, optionally ``:SHAPE`` (k, WxD, auto or auto-tree) and
+        ``:option=value`` parts, e.g. ``eagle3:4x5:eagle_nodes=24`` or ``hybrid:auto``; without a
+        shape, the bench's ``k`` / ``tree``."""
+        name, flat = split_spec(spec)
+        flat = {"k": self.k, "tree": self.tree, **flat}
+        return DecodeRequest.of(prompt, self.preset, name, max_new_tokens=self.max_new_tokens, device=self.device,
+                                target=self.target, draft=self.draft, **flat)
+
+
+@dataclass
+class Timing:
+    wall_s: float
+    tokens: list[int]
+    target_forwards: int = 0
+    proposed: int = 0
+    accepted: int = 0
+
+
+def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True) -> Callable[[], Timing]:
+    request = config.request(prompt, drafter)
+
+    def run() -> Timing:
+        decoder, ids = build_decoder(request, record=record)
+        start = perf_counter()
+        for _ in decoder.steps(ids):
+            pass
+        wall = perf_counter() - start
+        r = decoder.result
+        return Timing(wall, r.tokens, r.target_forwards, r.draft_tokens_proposed, r.draft_tokens_accepted)
+
+    return run
+
+
+def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timing]]:
+    """transformers' generate(): plain, assisted with the same draft (constant k), prompt lookup.
+
+    Assisted generation is left out when the preset's draft reads a reduced vocabulary
+    (``vocab_map``): transformers' assistant must emit the target's ids itself.
+    """
+    decoder, ids = build_decoder(config.request(prompt, DraftModelDrafter.name))
+    target, draft = decoder.target, decoder.drafter.draft
+    input_ids = torch.tensor([ids], device=target.device)
+    common = greedy_generate_kwargs(target, input_ids, config.max_new_tokens)
+    variants = {
+        "generate": {},
+        "assisted": dict(
+            assistant_model=draft.model, num_assistant_tokens=config.k,
+            num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0,
+        ),
+        "prompt_lookup": dict(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=3),
+    }
+    if draft.vocab_map is not None:
+        del variants["assisted"]
+
+    def runner(extra):
+        @torch.inference_mode()
+        def run() -> Timing:
+            start = perf_counter()
+            out = target.model.generate(input_ids, **common, **extra)
+            return Timing(perf_counter() - start, out[0, len(ids) :].tolist())
+
+        return run
+
+    return {name: runner(extra) for name, extra in variants.items()}
+
+
+def language(prompt: str) -> str:
+    """"zh" for a prompt with Chinese characters, else "en" (the held-out set's two halves)."""
+    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
+
+
+def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str]) -> dict[str, dict]:
+    """timings[name][prompt] = list over repeats. Speedup: median over prompts of baseline/this wall time,
+    also per language half and for the worst single prompt."""
+    out = {}
+    for name, per_prompt in timings.items():
+        best = [statistics.median(t.wall_s for t in runs) for runs in per_prompt]
+        base = [statistics.median(t.wall_s for t in runs) for runs in timings[baseline]]
+        every = [t for runs in per_prompt for t in runs]  # all repeats: an ``auto`` run learns from the ones before
+        tokens = sum(len(t.tokens) for t in every)
+        forwards = sum(t.target_forwards for t in every)
+        proposed = sum(t.proposed for t in every)
+        accepted = sum(t.accepted for t in every)
+        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, best) if w > 0]
+        out[name] = {
+            "tokens_per_s": statistics.median(rates),
+            "speedup": statistics.median(b / w for b, w in zip(base, best)),
+            "min_speedup": min(b / w for b, w in zip(base, best)),  # the worst single prompt
+            "speedup_by_language": {
+                lang: statistics.median(b / w for b, w, p in zip(base, best, prompts) if language(p) == lang)
+                for lang in sorted({language(p) for p in prompts})
+            },
+            "mean_accepted_tokens": tokens / forwards if forwards else None,
+            "acceptance_rate": accepted / proposed if proposed else None,
+            "target_forwards": forwards,
+            "new_tokens": tokens,
+            "identical_to_baseline": all(
+                t.tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline]) for t in runs
+            ),
+        }
+    return out
+
+
+def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    for spec in config.drafters:
+        config.request("x", spec)  # a bad name, shape or option is refused before anything runs
+    if BASELINE not in config.drafters:
+        raise UserError("--drafters must include none: speedups are measured against it")
+    if config.repeats < 1:
+        raise UserError("--repeats must be >= 1")
+    sizes = parse_batch_sizes(config.batch_sweep, pick_device(config.device))
+    if config.threads is not None:
+        if not 1 <= config.threads <= 256:
+            raise UserError(f"--threads must be between 1 and 256 (got {config.threads})")
+        torch.set_num_threads(config.threads)
+    prompts = load_prompts(config.prompts_file)
+    engine = {
+        name: [engine_runner(config, p, name) for p in prompts] for name in config.drafters
+    }
+    if config.overhead:
+        probe = next((d for d in config.drafters if d != BASELINE), BASELINE)
+        engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False) for p in prompts]
+    hf = {}
+    if config.compare_hf:
+        per_prompt = [hf_runners(config, p) for p in prompts]
+        hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
+    timings = time_interleaved({**engine, **{f"hf:{k}": v for k, v in hf.items()}}, config.repeats, log)
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
+    result = {
+        "preset": config.preset,
+        "prompts": len(prompts),
+        "max_new_tokens": config.max_new_tokens,
+        "repeats": config.repeats,
+        "k": config.k,
+        "tree": config.tree,
+        "device": str(pick_device(config.device)),
+        "hardware": hardware_name(pick_device(config.device)),
+        "torch_threads": torch.get_num_threads(),
+        "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters},
+        "hf": {},
+        "batch_sweep": [],
+    }
+    if config.overhead:
+        probe = next(k for k in engine if k.endswith("(records off)"))
+        on = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe.split(" ")[0]])
+        off = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe])
+        result["overhead"] = {"drafter": probe.split(" ")[0], "records_on_s": on, "records_off_s": off,
+                              "overhead": on / off - 1}
+    if hf:
+        hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate",
+                               prompts)
+        hf_summary["generate"]["ours_none_vs_generate"] = statistics.median(
+            statistics.median(t.wall_s for t in g) / statistics.median(t.wall_s for t in n)
+            for g, n in zip(timings["hf:generate"], timings[BASELINE]))
+        result["hf"] = hf_summary
+        if "assisted" not in hf_summary:
+            result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
+                                                "assistant must emit the target's own ids"}
+    result["verify_ratio"] = verify_study(config, prompts, log)
+    if sizes:
+        result.update(batch_study(config, sizes, prompts, log))
+    return result
+
+
+def time_interleaved(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
+                     log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
+    """Every configuration on every prompt, ``repeats`` times, interleaved prompt by prompt after a
+    warm-up on the first prompt; ``[name][prompt]`` -> the repeats' timings."""
+    log(f"warm-up: {len(everything)} configurations on the first prompt")
+    for runners in everything.values():
+        runners[0]()
+    prompts = len(next(iter(everything.values())))
+    timings = {name: [[] for _ in range(prompts)] for name in everything}
+    for repeat in range(repeats):
+        for i in range(prompts):
+            for name, runners in everything.items():
+                timings[name][i].append(runners[i]())
+            log(f"[{repeat * prompts + i + 1}/{repeats * prompts}] repeat {repeat + 1}, prompt {i + 1}")
+    return timings
+
+
+def verify_study(config: BenchConfig, prompts: list[str], log: Callable[[str], None]) -> dict:
+    """``verify_ratio`` of the target and (when the preset or --draft names one) the draft model."""
+    preset = resolve_preset(config.preset)
+    models = {"target": load_model(config.target or preset.target, config.device)}
+    if config.draft or preset.draft:
+        models["draft"] = load_model(config.draft or preset.draft, config.device)
+    log(f"verify cost: {', '.join(models)}, with and without the LM head")
+    return measure_verify_cost(models, latency_context(models["target"], prompts, VERIFY_CONTEXT),
+                               repeats=config.verify_repeats)
+
+
+def hardware_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model and core count: what the numbers were measured on."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")),
+                 platform.processor() or platform.machine())
+    return f"{model}, {os.cpu_count()} CPU cores"
+
+
+def _cpuinfo() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None]) -> dict:
+    """``batch_sweep`` (throughput per batch and drafter), ``batch_crossover`` and ``forward_latency``."""
+    decoder_args = dict(preset=config.preset, k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens,
+                        device=config.device, target=config.target, draft=config.draft)
+    rows = measure_throughput(sizes, config.drafters, prompts, decoder_args, config.repeats, log)
+    target = load_model(config.target or resolve_preset(config.preset).target, config.device)
+    latency = measure_latency(target, sizes, latency_context(target, prompts), log)
+    return {"batch_sweep": rows, "batch_crossover": crossover(rows), "forward_latency": latency}
+
+
+def markdown_table(result: dict) -> str:
+    lines = [
+        f"preset `{result['preset']}`, {result['prompts']} prompts, {result['max_new_tokens']} new tokens, "
+        f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else "")
+        + f"; {result.get('hardware', 'unknown hardware')}, {result['torch_threads']} torch thread(s)",
+        "",
+        "| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | identical |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def fmt(x, pattern):
+        return "–" if x is None else pattern.format(x)
+
+    for group, rows in (("ours", result["drafters"]), ("transformers", result["hf"])):
+        for name, row in rows.items():
+            label = name if group == "ours" else f"transformers {name}"
+            by_language = row.get("speedup_by_language", {})
+            halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
+            lines.append(
+                f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
+                f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
+                f"{fmt(row['mean_accepted_tokens'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
+                f"{'✓' if row['identical_to_baseline'] else '✗'} |"
+            )
+    for name, reason in result.get("hf_skipped", {}).items():
+        lines.append(f"| transformers {name} | not run: {reason} | | | | | | |")
+    if "generate" in result["hf"]:
+        ratio = result["hf"]["generate"]["ours_none_vs_generate"]
+        lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
+                      f"{ratio:.2f}× its speed (median over prompts)."]
+    if "overhead" in result:
+        o = result["overhead"]
+        lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
+    return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
+
+
+def sweep_markdown(result: dict) -> list[str]:
+    """The batch-size study as two tables: tokens/s per batch and drafter, forward latency per batch and query tokens."""
+    rows = result.get("batch_sweep") or []
+    if not rows:
+        return []
+    drafters = list(dict.fromkeys(r["drafter"] for r in rows))
+    cell = {(r["batch"], r["drafter"]): r for r in rows}
+    sizes = sorted({r["batch"] for r in rows})
+    lines = ["", "Throughput against batch size (tokens/s of all requests; speedup over `none` at the same batch):", "",
+             "| batch | " + " | ".join(drafters) + " |", "|---" * (len(drafters) + 1) + "|"]
+    for b in sizes:
+        lines.append(f"| {b} | " + " | ".join(
+            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == BASELINE else f" ({cell[b, d]['speedup']:.2f}×)")
+            for d in drafters) + " |")
+    stops = [f"`{d}` from batch {b}" if b is not None else f"`{d}` pays at every batch measured"
+             for d, b in result["batch_crossover"].items()]
+    lines += ["", "Speculation stops paying (no faster than `none`): " + "; ".join(stops) + "."]
+    latency = result.get("forward_latency") or []
+    queries = sorted({r["query_tokens"] for r in latency})
+    ms = {(r["batch"], r["query_tokens"]): r["latency_ms"] for r in latency}
+    lines += ["", "Target forward latency in ms (rows: batch; columns: new tokens per request):", "",
+              "| batch | " + " | ".join(str(q) for q in queries) + " |", "|---" * (len(queries) + 1) + "|"]
+    for b in sorted({r["batch"] for r in latency}):
+        lines.append(f"| {b} | " + " | ".join(f"{ms[b, q]:.1f}" for q in queries) + " |")
+    return lines
+
+
+def write_outputs(result: dict, out_dir: str | Path) -> None:
+    """``bench.json``, ``bench.md`` and ``bench.html`` (the speedups, and the batch-size study when measured)."""
+    import plotly.graph_objects as go
+
+    from core.studies.batch_size_figure import sweep_figure
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+    (out / "bench.md").write_text(markdown_table(result), encoding="utf-8")
+    names = list(result["drafters"]) + [f"hf {n}" for n in result["hf"]]
+    rows = list(result["drafters"].values()) + list(result["hf"].values())
+    figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
+    figure.update_layout(title="Speedup over each side's own plain decoding (median over prompts)",
+                         yaxis_title="speedup ×")
+    figures = [figure, *verify_figures(result)]
+    if result.get("batch_sweep"):
+        figures.append(sweep_figure(result).update_layout(height=480))
+    html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures))
+    (out / "bench.html").write_text(f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>",
+                                    encoding="utf-8")
+
+
+def verify_figures(result: dict) -> list:
+    """verify_ratio against n: one line per model and head setting, the y = 1 line for reference."""
+    import plotly.graph_objects as go
+
+    rows = (result.get("verify_ratio") or {}).get("rows") or []
+    if not rows:
+        return []
+    figure = go.Figure()
+    for model, lm_head in dict.fromkeys((r["model"], r["lm_head"]) for r in rows):
+        mine = [r for r in rows if r["model"] == model and r["lm_head"] == lm_head]
+        figure.add_trace(go.Scatter(x=[r["n"] for r in mine], y=[r["verify_ratio"] for r in mine], mode="lines+markers",
+                                    name=f"{model} {'with' if lm_head else 'without'} LM head"))
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(title="Verify cost: time of n new tokens ÷ time of 1", xaxis_title="tokens verified (n)",
+                         yaxis_title="verify(n) / forward(1)")
+    return [figure]

@@ -1,0 +1,206 @@
+"""Timing a comparison of decoding set-ups on one prompt so that its speedups can be trusted.
+
+1. **Warm-up**: every set-up decodes once, untimed and short (``WARMUP_TOKENS``), so model
+   loading, first-call allocations and caches are not charged to the first timed run.
+2. **Interleaving**: the timed runs go round by round -- baseline, A, B; baseline, A, B; ... --
+   so a change in the machine's load falls on every set-up alike.
+3. **Repeats**: each round's speedup is paired (that round's baseline time over the set-up's);
+   the comparison reports the median over rounds and its range.
+
+A speedup above tau x ``ABOVE_TAU`` is flagged: a lossless decoder's step costs at least one
+target forward, so it cannot beat its own tokens per forward by more than noise. So is a verify
+cost v below ``BELOW_ONE`` (a forward over more tokens cannot be cheaper than one over a single
+token: the baseline's forwards were slowed). A set-up whose repeats spread (max - min over median)
+by more than ``NOISY_SPREAD`` is flagged as noisy.
+Times are the engine's own (``RunResult.wall_s``); model loading is outside them.
+"""
+from __future__ import annotations
+
+import statistics
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from time import monotonic
+from typing import Callable, ContextManager, Iterator
+
+from core.api import build_decoder
+from core.cost.curve import CostCurve, cost_curve
+from core.errors import UserError
+from core.records.metrics import forward_seconds, tally, verify_cost
+from core.records.steps import RunResult, StepRecord
+from core.request import DecodeRequest
+
+WARMUP_TOKENS = 8
+ABOVE_TAU = 1.05
+BELOW_ONE = 0.9
+NOISY_SPREAD = 0.15
+MAX_REPEATS = 10
+TICK_S = 0.5  # while a run decodes, yield this often (a page notices a client that went away)
+
+
+@dataclass
+class TimedSetup:
+    """One set-up of the comparison and its timed runs, in round order."""
+
+    request: DecodeRequest
+    results: list[RunResult] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.request.label()
+
+    @property
+    def walls(self) -> list[float]:
+        return [r.wall_s for r in self.results]
+
+    @property
+    def records(self) -> list[StepRecord]:
+        """Every timed run's StepRecords, pooled (for the cost numbers)."""
+        return [record for r in self.results for record in r.steps]
+
+    @property
+    def tau(self) -> float:
+        return tally(self.records).tau
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A median and its range over repeats."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Spread | None":
+        return cls(statistics.median(values), min(values), max(values)) if values else None
+
+    @property
+    def relative(self) -> float:
+        """(max - min) / median: 0 for a single value."""
+        return (self.high - self.low) / self.median if self.median > 0 else 0.0
+
+
+@dataclass
+class Comparison:
+    """The baseline (``setups[0]``) and the set-ups compared with it."""
+
+    setups: list[TimedSetup]
+    repeats: int
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (label, why) of set-ups that could not run
+    stopped: RunResult | None = None  # the run Stop cancelled (its KV blocks returned), if stopped
+    curve: CostCurve | None = None  # the target's verify-cost curve v(n) (``core.cost.curve``, cached per machine)
+
+    @property
+    def baseline(self) -> TimedSetup:
+        return self.setups[0]
+
+    @property
+    def forward_s(self) -> float:
+        """One one-token target forward: the baseline's mean verify seconds per step, over its repeats."""
+        return forward_seconds(self.baseline.records)
+
+    def speedups(self, setup: TimedSetup) -> list[float]:
+        """Per round: the baseline's time over the set-up's, both from that round."""
+        return [b.wall_s / r.wall_s for b, r in zip(self.baseline.results, setup.results) if r.wall_s > 0]
+
+    def speedup(self, setup: TimedSetup) -> Spread | None:
+        return Spread.of(self.speedups(setup))
+
+    def wall(self, setup: TimedSetup) -> Spread | None:
+        return Spread.of(setup.walls)
+
+    def flags(self, setup: TimedSetup) -> list[str]:
+        """``above_tau`` (a speedup no lossless decoder can reach), ``v_below_one`` (verifies cheaper
+        than the baseline's one-token forwards): the timing was disturbed; ``noisy`` (the repeats
+        disagree by more than ``NOISY_SPREAD``)."""
+        flags = []
+        speedup = self.speedup(setup)
+        if speedup is not None and speedup.median > setup.tau * ABOVE_TAU:
+            flags.append("above_tau")
+        v = verify_cost(setup.records, self.forward_s)
+        if v is not None and v < BELOW_ONE:
+            flags.append("v_below_one")
+        spreads = [s.relative for s in (self.wall(setup), speedup) if s is not None]
+        if len(setup.results) > 1 and max(spreads, default=0.0) > NOISY_SPREAD:
+            flags.append("noisy")
+        return flags
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the comparison is: ``phase`` "warmup" or "timed", round (1-based, 0 in the warm-up),
+    the set-up about to run (None: the round or the whole comparison just finished)."""
+
+    phase: str
+    round: int
+    setup: TimedSetup | None
+    comparison: Comparison
+    tick: bool = False  # yielded while ``setup`` decodes (not before it starts)
+
+
+def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
+                   should_stop: Callable[[], bool] = lambda: False,
+                   metered: Callable[[DecodeRequest], ContextManager] | None = None) -> Iterator[Progress]:
+    """Warm up every request, then time them ``repeats`` rounds, interleaved (the first request is the
+    baseline). Yields before each run and after each timed run; a request whose drafter cannot run
+    here (a UserError while warming up) is skipped with its reason, the baseline's error is raised.
+    After the baseline's warm-up the target's verify-cost curve is read (measured on first use: phase "cost").
+    ``metered(request)``, if given, is entered around each timed run and its ``observe`` sees every step
+    (the server's /metrics)."""
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise UserError(f"repeats must be from 1 to {MAX_REPEATS} (got {repeats})")
+    comparison = Comparison([], repeats)
+    for request in requests:
+        setup = TimedSetup(request)
+        yield Progress("warmup", 0, setup, comparison)
+        try:
+            warm = yield from _decode(
+                request.model_copy(update={"max_new_tokens": min(WARMUP_TOKENS, request.max_new_tokens)}),
+                should_stop, tick=Progress("warmup", 0, setup, comparison, tick=True))
+        except UserError as e:
+            if not comparison.setups:
+                raise
+            comparison.skipped.append((setup.label, str(e)))
+            continue
+        if warm.result.stop_reason == "cancelled":
+            comparison.stopped = warm.result
+            return
+        comparison.setups.append(setup)
+        if comparison.curve is None:
+            yield Progress("cost", 0, None, comparison)
+            comparison.curve = cost_curve(warm.target)
+    for round_ in range(1, repeats + 1):
+        for setup in comparison.setups:
+            yield Progress("timed", round_, setup, comparison)
+            with metered(setup.request) if metered else nullcontext() as meter:
+                decoder = yield from _decode(setup.request, should_stop, meter.observe if meter else None,
+                                             tick=Progress("timed", round_, setup, comparison, tick=True))
+            result = decoder.result
+            if result.stop_reason == "cancelled":
+                comparison.stopped = result
+                return
+            setup.results.append(result)
+            yield Progress("timed", round_, None, comparison)
+
+
+def _decode(request: DecodeRequest, should_stop: Callable[[], bool],
+            on_step: Callable[[StepRecord], None] | None = None,
+            tick: Progress | None = None) -> Iterator[Progress]:
+    """Decode one request to its end, or until ``should_stop`` (its result then says "cancelled");
+    returns the decoder. Yields ``tick`` every ``TICK_S`` seconds on the way, so a caller serving a
+    page notices a client that went away (closing this generator cancels the run; its KV comes back)."""
+    decoder, prompt_ids = build_decoder(request)
+    steps = decoder.steps(prompt_ids)
+    last = monotonic()
+    try:
+        for record in steps:
+            if on_step is not None:
+                on_step(record)
+            if should_stop():
+                break
+            if tick is not None and monotonic() - last >= TICK_S:
+                last = monotonic()
+                yield tick
+    finally:
+        steps.close()
+    return decoder
