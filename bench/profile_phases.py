@@ -9,7 +9,7 @@ step -- what an ``auto`` run's plain steps cost against ``none``'s (the controll
 a feature drafter's hidden states).
 
 Times each phase of the engine's step (a subclass of SpeculativeDecoder that wraps the four verbs
-and the StepRecord builder) over every prompt, after a warm-up, and the same prompts through
+and its StepRecorder) over every prompt, after a warm-up, and the same prompts through
 transformers' generate() (plain, assisted with the same draft, prompt lookup) for comparison.
 Prints one Markdown table of milliseconds per generated token.
 """
@@ -59,8 +59,11 @@ class TimedDecoder(SpeculativeDecoder):
     def commit(self, *args):
         return self._timed("commit", super().commit, *args)
 
-    def _record(self, *args):
-        return self._timed("record", super()._record, *args)
+    def begin(self, *args):
+        super().begin(*args)
+        if self.recorder is not None:  # the StepRecorder's work, timed as "record"
+            step = self.recorder.step
+            self.recorder.step = lambda outcome: self._timed("record", step, outcome)
 
 
 def profile_engine(prompt: str, config: BenchConfig, drafter: str, phases: dict[str, float], record: bool) -> int:

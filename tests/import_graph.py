@@ -19,6 +19,7 @@ LAYERS = (  # lowest first; a name is a module or a sub-package of core
     ("core.models",),
     ("core.cost",),
     ("core.drafters",),
+    ("core.records.recorder",),  # the engine's observer: reads the runtime's tree, acceptance and KV, and the drafter
     ("core.engine",),
     ("core.request",),
     ("core.api",),

@@ -1,4 +1,5 @@
-"""The speculative step loop: propose -> verify -> accept -> commit, one StepRecord per step.
+"""The speculative step loop: propose -> verify -> accept -> commit; a StepRecorder (core.records.recorder)
+turns each step into its StepRecord.
 
 One target forward per step verifies the whole draft tree (tree attention, depth positions);
 accepted nodes keep their KV slots, the others are released. With the ``none`` drafter every
@@ -7,7 +8,7 @@ step is a plain one-token decode through the same code: the baseline.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Iterator
 
@@ -16,8 +17,9 @@ import torch
 from core.drafters.base import Drafter, ProposeContext
 from core.models.loading import LoadedModel
 from core.records.metrics import Tallies
-from core.records.steps import KVStepRecord, NodeRecord, RunResult, StepRecord, TokenRecord
-from core.runtime.acceptance import Acceptance, TargetView, greedy_accept, node_status, speculative_accept
+from core.records.recorder import StepOutcome, StepRecorder
+from core.records.steps import RunResult, StepRecord
+from core.runtime.acceptance import Acceptance, TargetView, greedy_accept, speculative_accept
 from core.runtime.forward import SegmentOutput, chain_parents, run_segment
 from core.runtime.head import LMHead
 from core.runtime.kv_cache import CommitStats, PagedKVCache, RequestKV
@@ -31,35 +33,6 @@ class DecodeSettings:
     seed: int = 0
     block_size: int = 16
     record: bool = True  # build a StepRecord per step (off only to measure the recording's cost)
-
-
-class TextTracker:
-    """Turns output token ids into the text each one adds (decoding the whole output each time,
-    so multi-token characters and leading spaces come out right)."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.ids: list[int] = []
-        self.text = ""
-        self._pieces: dict[int, str] = {}
-
-    def extend(self, ids: list[int]) -> list[str]:
-        added = []
-        for token in ids:
-            self.ids.append(token)
-            text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-            added.append(text[len(self.text) :] if text.startswith(self.text) else text)
-            self.text = text
-        return added
-
-    def piece(self, token: int) -> str:
-        """A token's own text, for tree nodes (the raw token when it is a partial character)."""
-        if token not in self._pieces:
-            text = self.tokenizer.decode([token])
-            if "\ufffd" in text or not text:
-                text = str(self.tokenizer.convert_ids_to_tokens(token))
-            self._pieces[token] = text
-        return self._pieces[token]
 
 
 @dataclass(frozen=True)
@@ -79,10 +52,13 @@ class _RunState:
     tokens: list[int]  # prompt + output so far
     resumed: float | None  # perf_counter() when the engine last took over; None while it waits
     new_tokens: list[int] = field(default_factory=list)
-    records: list[StepRecord] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
     busy_s: float = 0.0  # the engine's own time so far, not counting waits between steps
+
+    def extend(self, emitted: list[int]) -> None:
+        self.tokens += emitted
+        self.new_tokens += emitted
 
     def suspend(self) -> None:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
@@ -144,7 +120,8 @@ class SpeculativeDecoder:
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
         self.result: RunResult | None = None
         self.kv: RequestKV | None = None
-        self.tally: _RunState | None = None
+        self.state: _RunState | None = None  # what the current run has produced so far
+        self.recorder: StepRecorder | None = None  # builds the StepRecords (None with recording off)
 
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
@@ -208,9 +185,9 @@ class SpeculativeDecoder:
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
                 record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0)
-                self.tally.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
+                self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
-                self.tally.resume()
+                self.state.resume()
 
     def capacity_tokens(self, prompt_len: int) -> int:
         """The most tokens this run's cache holds at once: prompt, output and one draft tree."""
@@ -225,47 +202,41 @@ class SpeculativeDecoder:
             pool = PagedKVCache.for_model(self.target.model, math.ceil(capacity / s.block_size) + 1, s.block_size)
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
-        self.text = TextTracker(self.target.tokenizer)
-        self.tally = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
+        self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter) if s.record else None
+        self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
     @property
     def finished(self) -> bool:
-        return bool(self.tally.stop_reason)
+        return bool(self.state.stop_reason)
 
     def propose_step(self) -> Proposal:
-        run = self.tally
+        run = self.state
         t0 = perf_counter()
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
         return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
 
     def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
-        """accept -> commit -> emit -> tally -> stop rules -> record."""
-        run, tree = self.tally, proposal.tree
+        """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord."""
+        run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
         commit = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
-        step = run.totals.steps
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
                             emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
-        run.tokens += emitted.tokens
-        run.new_tokens += emitted.tokens
+        run.extend(emitted.tokens)
         run.stop_reason = self.stop_reason(emitted.tokens)
-        if not self.settings.record:
+        if self.recorder is None:
             return None
-        outcome = _StepOutcome(
-            step, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
-            proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s, finished=self.finished,
-        )
-        record = self._record(outcome, self.text, len(run.new_tokens), run.totals.steps)
-        run.records.append(record)
-        return record
+        return self.recorder.step(StepOutcome(
+            run.totals.steps - 1, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
+            proposal.blocks_before, proposal.draft_s, verify_s, len(run.new_tokens), run.totals.steps, self.finished))
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""
-        remaining = self.settings.max_new_tokens - len(self.tally.new_tokens)
+        remaining = self.settings.max_new_tokens - len(self.state.new_tokens)
         tokens = [tree.tokens[n] for n in acceptance.accepted] + [acceptance.next_token]
         kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
         eos = self.target.eos_ids
@@ -276,14 +247,14 @@ class SpeculativeDecoder:
         """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""
         if emitted[-1] in self.target.eos_ids:
             return "eos"
-        if len(self.tally.new_tokens) >= self.settings.max_new_tokens:
+        if len(self.state.new_tokens) >= self.settings.max_new_tokens:
             return "max_new_tokens"
         return ""
 
     def end(self, stop_reason: str | None = None) -> RunResult:
         """Return every KV block (target and drafter) and build ``result``; ``stop_reason`` (cancelled,
         error) overrides the run's own."""
-        run = self.tally
+        run = self.state
         if stop_reason:
             run.stop_reason = stop_reason
         run.resume()
@@ -309,84 +280,6 @@ class SpeculativeDecoder:
             kv=self.kv.summary(),
             draft_kv=self.drafter.kv_summary(),
             stop_reason=run.stop_reason,
-            steps=run.records,
+            steps=[] if self.recorder is None else self.recorder.records,
         )
         return self.result
-
-    def _record(self, o: "_StepOutcome", text: TextTracker, new_total: int, forwards: int) -> StepRecord:
-        tree, acceptance = o.tree, o.acceptance
-        status = node_status(tree, acceptance.accepted)
-        depths = tree.depths
-        target_probs = o.target.node_probs(tree)
-        nodes = [
-            NodeRecord(
-                id=i,
-                token=tree.tokens[i],
-                text=text.piece(tree.tokens[i]),
-                parent=tree.parents[i],
-                depth=depths[i],
-                draft_prob=round(tree.draft_probs[i], 6),
-                target_prob=round(target_probs[i], 6),
-                status=status[i],
-                proposer=tree.proposer[i],
-            )
-            for i in range(len(tree))
-        ]
-        pieces = text.extend(o.emitted)
-        emitted_records = [TokenRecord(t, p, k) for t, p, k in zip(o.emitted, pieces, o.kinds)]
-        commit = o.commit
-        written = list(commit.kept_slots) + list(commit.freed_slots)
-        kv = KVStepRecord(
-            blocks_before=o.blocks_before,
-            blocks_after=len(self.kv.block_table),
-            slots_written=len(written),
-            slots_freed=len(commit.freed_slots),
-            freed_blocks=list(commit.freed_blocks),
-            block_table=list(self.kv.block_table),
-            slot_grid={str(b): g for b, g in self.kv.slot_states(written, list(commit.freed_slots)).items()},
-            pool_in_use=self.kv.cache.pool.blocks_in_use,
-        )
-        draft_kv = self.drafter.own_kv()
-        expansion = self.drafter.expansion()
-        if expansion is not None:
-            expansion = expansion.record([text.piece(t) for t in expansion.tokens])
-        decision = self.drafter.decision()
-        if decision is not None:
-            seconds = o.draft_s + o.verify_s
-            decision = replace(decision, realised_gain=round(len(o.emitted) * decision.plain_step_s / seconds, 4)
-                               if seconds > 0 else None)
-        return StepRecord(
-            step=o.step,
-            root=TokenRecord(o.root, text.piece(o.root), "root"),
-            nodes=nodes,
-            accepted_length=len(acceptance.accepted),
-            next=TokenRecord(acceptance.next_token, text.piece(acceptance.next_token), acceptance.next_kind),
-            emitted=emitted_records,
-            new_tokens_total=new_total,
-            target_forwards_total=forwards,
-            kv=kv,
-            draft_kv_blocks=None if draft_kv is None else draft_kv.cache.pool.blocks_in_use,
-            draft_s=round(o.draft_s, 6),
-            verify_s=round(o.verify_s, 6),
-            finished=o.finished,
-            expansion=expansion,
-            decision=decision,
-        )
-
-
-@dataclass(frozen=True)
-class _StepOutcome:
-    """The facts of one step that its StepRecord is built from."""
-
-    step: int
-    root: int
-    tree: DraftTree
-    target: TargetView
-    acceptance: Acceptance
-    emitted: list[int]
-    kinds: list[str]
-    commit: CommitStats
-    blocks_before: int
-    draft_s: float
-    verify_s: float
-    finished: bool
