@@ -31,7 +31,7 @@ def no_controller_memory(monkeypatch):
     (kept per process, as a server keeps it) must not decide what this test's runs draft."""
     import core.drafters.controller
 
-    monkeypatch.setattr(core.drafters.controller, "_LEARNED", {})
+    monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
 
 
 @pytest.fixture(scope="module")

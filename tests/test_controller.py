@@ -93,7 +93,7 @@ def test_auto_sampling_keeps_the_seeded_law(monkeypatch):
     def run():
         ticks = itertools.count()
         monkeypatch.setattr(core.drafters.controller, "perf_counter", lambda: next(ticks) * 1e-3)
-        monkeypatch.setattr(core.drafters.controller, "_LEARNED", {})
+        monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
         result = generate("我爱", drafter="draft", k="auto", temperature=0.8, seed=3, max_new_tokens=16)
         assert any(r.decision.depth for r in result.steps)  # it drafted
         return result.tokens

@@ -1,44 +1,10 @@
 """The goodput controller (``--k auto`` / ``--tree auto``): before each step, decide how deep to
 draft -- possibly not at all -- and then how much of the draft to verify, to maximise expected
-tokens per second.
+tokens per second. It wraps any drafter, stays lossless (the depth is chosen before the draft, the
+pruning reads no sampled draw), keeps what a run observed for the next run (``Memory``) and puts
+its decision into each StepRecord (``DecisionRecord``).
 
-It wraps any drafter. Each step:
-
-1. **how deep to draft** -- drafting costs time before anything is known (a draft model pays one
-   forward per level). For every depth d the controller weighs the step's expected tokens (from
-   this run's acceptance by level: the share of steps that reached a level and kept it, older
-   steps fading; ``Calibration.on_path``) against its expected seconds: a plain step (measured on
-   the run), the drafting (``DraftCost``: a fit of the run's drafts as catch-up plus levels) and
-   the verify's extra, v(d + 1) - 1 forwards from ``core.cost.curve``, all scaled by how much longer
-   drafting steps really took than this model says. It asks the drafter for the depth with the
-   most tokens per second, or for nothing when no depth beats a plain step. While drafting does
-   not pay it probes: it drafts the depth that would pay best were each level kept once more than
-   on record (the prompt may suit the drafter better) and verifies at least one node. A run that
-   knows nothing yet probes one level at its first step; otherwise probes come as often as what
-   they lose allows (their modelled seconds less the tokens they are expected to win, at most
-   ``PROBE_SHARE`` of the time; after a miss at least twice the last gap, at most 32 plain steps
-   apart), and a new prompt's first probe comes at once where drafting saved more on the recent
-   prompts, per step, than the probe loses over the steps this one has left. After any probe the
-   depths are weighed again with what it taught. A drafter that costs (almost) nothing (n-gram
-   lookup) is always asked for its full depth; one with a free part (``hybrid``'s n-gram chain)
-   has that part go as deep as the budget allows, also when no level is asked.
-2. **how much to verify** -- each drafted node gets an acceptance chance ``a(q)`` from its draft
-   confidence q, calibrated on this run: the share of reached nodes with a similar q that the
-   target accepted, with its level's chance from 1. as the prior. A node's chance to be kept is
-   the product of ``a`` along its path, and ``1 + sum`` over the chosen nodes is the expected
-   tokens of the step. Nodes are taken best-first (a node only after its parent and its earlier
-   siblings, so the sampling rule's sibling order stays intact) and the prefix with the most
-   expected tokens per second of verify, ``(1 + E) / (forward(1) * v(n + 1))``, is kept --
-   possibly none: then the step is a plain decode. When the draft's tokens were sampled
-   (temperature > 0, a draft model), a node is judged by its level's chance alone: dropping a
-   node because of its own draw would bias the output.
-
-Lossless: the depth is chosen before the draft, and the pruning reads no sampled draw, so each
-verify is the exact rule applied to a tree fixed beforehand. What a run learned is kept for the
-next run of the same drafter and shape on the same target (``Learned``), worth one observation
-per level, as a server keeps acceptance statistics across requests. The decision of every step
-(depth asked, probe, nodes offered and chosen, expected tokens and gain, the reason) goes into
-its StepRecord (``DecisionRecord``); the realised gain is filled in from the step's real timings.
+The design, step by step and in this module's names: docs/drafters.md, "The controller in code".
 """
 from __future__ import annotations
 
@@ -216,7 +182,7 @@ def _faded(old: float | None, new: float) -> float:
 
 
 @dataclass(frozen=True)
-class Learned:
+class Memory:
     """What a run taught the controller, kept for the next run of the same drafter and shape on the
     same target in this process -- as a server keeps its acceptance statistics across requests --
     so that a drafter known not to pay is not probed at once again, nor a good one relearned."""
@@ -229,7 +195,7 @@ class Learned:
     saved_per_step: float  # seconds drafting saved against plain decoding, per step, over the recent runs
 
 
-_LEARNED: dict[tuple, Learned] = {}
+_MEMORY: dict[tuple, Memory] = {}
 
 
 class GoodputController(Wrapper):
@@ -246,7 +212,7 @@ class GoodputController(Wrapper):
     # ---- the run ------------------------------------------------------------------------------
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         super().start(prompt_ids, capacity_tokens)
-        last = _LEARNED.get(self.memory_key)
+        last = _MEMORY.get(self.memory_key)
         self.calibration = Calibration() if last is None else last.calibration.carried()
         self.verify_scale = 1.0 if last is None else last.verify_scale  # this run's verify seconds / the curve's
         self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
@@ -321,7 +287,7 @@ class GoodputController(Wrapper):
         for the next run."""
         if self.steps:
             saved = RUN_MEMORY * self.saved_per_step + (1 - RUN_MEMORY) * self.saved_s / self.steps
-            _LEARNED[self.memory_key] = Learned(self.calibration, self.draft_cost, self.plain_s, self.overrun,
+            _MEMORY[self.memory_key] = Memory(self.calibration, self.draft_cost, self.plain_s, self.overrun,
                                                 self.verify_scale, saved)
         super().stop()
 
