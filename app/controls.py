@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from core import UserError
-from core.drafters import BASELINE, lookup
+from core.drafters import BASELINE, DraftShape, lookup
 from core.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
                          PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 from core.request import DecodeRequest, drafter_names
@@ -127,27 +128,78 @@ def own_models(lang: str, policy: ModelPolicy, target, draft) -> dict:
                 trust_remote_code=policy.trust_remote_code)
 
 
-def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width, temperature, seed,
-                max_new_tokens, eagle_nodes=None, target=None, draft=None, auto=False, *,
+@dataclass(frozen=True)
+class Controls:
+    """A view's control values as the page sends them, unchecked (Gradio passes them to a handler in
+    field order: ``StepControls(*values)``); ``components`` lists a view's widgets in that order."""
+
+    def components(self) -> list:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+@dataclass(frozen=True)
+class StepControls(Controls):
+    """Step by step's controls: ``width`` 1 means a chain of ``k``, more a full tree (for eagle/eagle3
+    ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps); ``target`` and ``draft``
+    replace the preset's models where the policy allows; ``auto`` lets the goodput controller verify
+    as much of that shape as pays, step by step."""
+
+    prompt: Any
+    preset: Any
+    drafter: Any
+    k: Any
+    width: Any
+    temperature: Any
+    seed: Any
+    max_new_tokens: Any
+    eagle_nodes: Any = None
+    target: Any = None
+    draft: Any = None
+    auto: Any = False
+
+
+@dataclass(frozen=True)
+class CompareControls(Controls):
+    """Compare's controls: the drafters (each in every shape, beside the baseline), the shapes as
+    text ("4, 2x3, auto"), the decode settings, own models, and the timed rounds."""
+
+    prompt: Any
+    preset: Any
+    drafters: Any
+    shapes: Any
+    temperature: Any
+    seed: Any
+    max_new_tokens: Any
+    target: Any = None
+    draft: Any = None
+    repeats: Any = 1
+
+
+def run_request(lang: str, presets: list[str], controls: StepControls, *,
                 policy: ModelPolicy = ModelPolicy()) -> DecodeRequest:
-    """Check the step-by-step controls; ``width`` 1 means a chain of ``k``, more a full tree (for
-    eagle/eagle3 ``width`` is EAGLE-2's top-k and ``eagle_nodes`` the nodes it keeps); ``target`` and
-    ``draft`` replace the preset's models where ``policy`` allows; ``auto`` lets the goodput
-    controller verify as much of that shape as pays, step by step."""
-    k = number(k, "ctl.k", lang, 1, MAX_DEPTH, integer=True)
-    width = number(width, "ctl.width", lang, 1, MAX_WIDTH, integer=True)
-    drafter = choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang)
+    """Check the step-by-step controls; the run's DecodeRequest."""
+    c = controls
+    k = number(c.k, "ctl.k", lang, 1, MAX_DEPTH, integer=True)
+    width = number(c.width, "ctl.width", lang, 1, MAX_WIDTH, integer=True)
+    drafter = choice(c.drafter, DRAFTER_NAMES, "ctl.drafter", lang)
     options = {}
-    if takes_option(drafter, "eagle_nodes") and eagle_nodes not in (None, ""):
+    if takes_option(drafter, "eagle_nodes") and c.eagle_nodes not in (None, ""):
         low, high = option_limits(drafter, "eagle_nodes")
-        options["eagle_nodes"] = number(eagle_nodes, "ctl.eagle_n", lang, low, high, integer=True)
+        options["eagle_nodes"] = number(c.eagle_nodes, "ctl.eagle_n", lang, low, high, integer=True)
     return request(
-        lang, policy, drafter, target, draft, **options,
-        prompt=prompt_text(prompt, lang),
-        preset=choice(preset, presets, "ctl.preset", lang),
+        lang, policy, drafter, c.target, c.draft, **options,
+        prompt=prompt_text(c.prompt, lang),
+        preset=choice(c.preset, presets, "ctl.preset", lang),
         k=k,
         tree=None if width == 1 else (width, k),
-        auto=auto is True,
+        auto=c.auto is True,
+        **decode_settings(lang, c.temperature, c.seed, c.max_new_tokens),
+    )
+
+
+def decode_settings(lang: str, temperature, seed, max_new_tokens) -> dict:
+    """The checked temperature, seed and token budget."""
+    return dict(
         temperature=number(temperature, "ctl.temperature", lang, 0, PAGE_MAX_TEMPERATURE),
         seed=number(seed, "ctl.seed", lang, 0, PAGE_MAX_SEED, integer=True),
         max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, PAGE_MAX_NEW_TOKENS, integer=True),
@@ -155,32 +207,30 @@ def run_request(lang: str, presets: list[str], prompt, preset, drafter, k, width
 
 
 def shapes(value, lang: str) -> list[tuple]:
-    """Parse the comparison's shapes into (k, tree) pairs, e.g. "4, 2x3, auto" -> [(4, None), (3, (2, 3)),
-    ("auto", None)]; "auto-tree" is (None, "auto")."""
+    """The comparison's shapes as (k, tree) pairs for ``DecodeRequest.of``, each read by ``DraftShape``:
+    "4, 2x3, auto" -> [(4, None), (3, "2x3"), ("auto", None)]; "auto-tree" is (None, "auto")."""
     items = [item for item in re.split(r"[,\s;]+", str(value or "").strip().lower()) if item]
     if not items:
         raise UserError(t("err.shapes", lang, value=value))
     parsed = []
     for item in items:
-        tree = re.fullmatch(r"(\d+)x(\d+)", item)
-        if tree:
-            width = number(tree.group(1), "ctl.width", lang, 1, MAX_WIDTH, integer=True)
-            depth = number(tree.group(2), "ctl.k", lang, 1, MAX_DEPTH, integer=True)
-            parsed.append((depth, (width, depth) if width > 1 else None))
-        elif item.isdigit():
-            parsed.append((number(item, "ctl.k", lang, 1, MAX_DEPTH, integer=True), None))
-        elif item in ("auto", "auto-tree"):
-            parsed.append(("auto", None) if item == "auto" else (None, "auto"))
-        else:
-            raise UserError(t("err.shapes", lang, value=value))
+        k, tree = DraftShape.k_tree(item)
+        if "auto" not in (k, tree):
+            try:
+                shape = DraftShape.parse(k, tree, full_tree=False)  # the node limit is the drafter's, checked later
+            except UserError:
+                raise UserError(t("err.shapes", lang, value=value)) from None
+            k, tree = shape.depth, shape.tree_text
+        parsed.append((k, tree))
     return list(dict.fromkeys(parsed))
 
 
-def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, shape_text, temperature, seed,
-                     max_new_tokens, target=None, draft=None, *, policy: ModelPolicy = ModelPolicy()
-                     ) -> list[DecodeRequest]:
+def compare_requests(lang: str, presets: list[str], controls: CompareControls, *,
+                     policy: ModelPolicy = ModelPolicy()) -> list[DecodeRequest]:
     """The baseline first, then every chosen drafter in every shape, all on one target (the
     preset's, or ``target``)."""
+    c = controls
+    drafters = c.drafters
     if not isinstance(drafters, (list, tuple)):
         drafters = [drafters] if isinstance(drafters, str) else []
     if not drafters:
@@ -188,17 +238,13 @@ def compare_requests(lang: str, presets: list[str], prompt, preset, drafters, sh
     for name in drafters:
         choice(name, COMPARE_CHOICES, "ctl.drafter", lang)
     drafters = [name for name in COMPARE_CHOICES if name in drafters]  # the page's order, not the click order
-    base = dict(
-        prompt=prompt_text(prompt, lang),
-        preset=choice(preset, presets, "ctl.preset", lang),
-        temperature=number(temperature, "ctl.temperature", lang, 0, PAGE_MAX_TEMPERATURE),
-        seed=number(seed, "ctl.seed", lang, 0, PAGE_MAX_SEED, integer=True),
-        max_new_tokens=number(max_new_tokens, "ctl.max_new_tokens", lang, 1, PAGE_MAX_NEW_TOKENS, integer=True),
-    )
-    shape_list = shapes(shape_text, lang)
+    base = dict(prompt=prompt_text(c.prompt, lang), preset=choice(c.preset, presets, "ctl.preset", lang),
+                **decode_settings(lang, c.temperature, c.seed, c.max_new_tokens))
+    shape_list = shapes(c.shapes, lang)
     if 1 + len(drafters) * len(shape_list) > PAGE_MAX_COMPARE_RUNS:
-        raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list), limit=PAGE_MAX_COMPARE_RUNS))
-    requests = [request(lang, policy, BASELINE, target, draft, k=1, **base)]
-    requests += [request(lang, policy, name, target, draft, k=k, tree=tree, **base)
+        raise UserError(t("err.too_many_runs", lang, n=1 + len(drafters) * len(shape_list),
+                          limit=PAGE_MAX_COMPARE_RUNS))
+    requests = [request(lang, policy, BASELINE, c.target, c.draft, k=1, **base)]
+    requests += [request(lang, policy, name, c.target, c.draft, k=k, tree=tree, **base)
                  for name in drafters for k, tree in shape_list]
     return requests

@@ -157,7 +157,7 @@ def comparison_points(comparison: Comparison) -> list[MeasuredPoint]:
     for setup in comparison.setups[1:]:
         if setup.results and setup.request.drafter_class.drafts:
             speedup = comparison.speedup(setup)
-            points.append(measured_point(setup.label, setup.records, int(setup.results[0].settings["k"]),
+            points.append(measured_point(setup.label, setup.records, setup.request.shape.depth,
                                          speedup.median, comparison.forward_s, comparison.curve))
     return points
 

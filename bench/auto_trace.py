@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import core.request as request  # noqa: E402
+import core.drafters.base as shapes  # noqa: E402
 from core.api import build_decoder  # noqa: E402
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
 from core.studies.bench import BenchConfig  # noqa: E402
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.depth:
-        request.AUTO_CHAIN = replace(request.AUTO_CHAIN, depth=args.depth)
+        shapes.AUTO_CHAIN = replace(shapes.AUTO_CHAIN, depth=args.depth)
     config = BenchConfig(preset=args.preset, max_new_tokens=args.max_new_tokens, threads=args.threads)
     prompt = load_prompts(HELDOUT_PROMPTS)[args.prompt_index]
     print(f"{args.drafter} on {prompt!r}")

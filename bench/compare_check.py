@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.controls import compare_requests  # noqa: E402
+from app.controls import CompareControls, compare_requests  # noqa: E402
 from app.session import comparison_points  # noqa: E402
 from core.models.loading import PRESETS  # noqa: E402
 from core.studies.comparison import run_comparison  # noqa: E402
@@ -43,8 +43,9 @@ def main() -> None:
     print("| prompt | set-up | speedup (median, range) | τ | flags | Worth it? predicts | error |\n"
           "|---|---|---|---|---|---|---|")
     for prompt in args.prompt or README_PROMPTS:
-        requests = compare_requests("en", list(PRESETS), prompt, args.preset, args.drafters.split(","), args.shapes,
-                                    0, 0, args.max_new_tokens)
+        controls = CompareControls(prompt, args.preset, args.drafters.split(","), args.shapes, 0, 0,
+                                   args.max_new_tokens)
+        requests = compare_requests("en", list(PRESETS), controls)
         for progress in run_comparison(requests, args.repeats):
             comparison = progress.comparison
         predicted = {point.label: point.predicted for point in comparison_points(comparison)}

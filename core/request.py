@@ -9,7 +9,7 @@ and labels are all derived from it (and from each drafter's ``Options``).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -101,7 +101,7 @@ class DecodeRequest(BaseModel):
         if unknown:
             raise UserError(f"unknown option(s): {', '.join(sorted(unknown))}")
         options = _drafter_options(drafter, drafter_cls, fixed, {k_: v for k_, v in own.items() if v is not None})
-        shape = parse_shape(k, tree, drafter_cls, auto)
+        shape = DraftShape.parse(k, tree, drafter_cls.drafts_full_tree, auto=auto, auto_tree=drafter_cls.auto_tree)
         return cls.checked(prompt=prompt, preset=preset, drafter=drafter, options=options, shape=shape, **flat)
 
     @classmethod
@@ -147,12 +147,9 @@ class DecodeRequest(BaseModel):
         return " · ".join([self.drafter, self.shape.label, *self.options.labels()])
 
 
-AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0..8 of an 8-token chain
-
-
 def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """A drafter spec as used by the bench and the batch sweep -- a name, optionally ``:SHAPE`` (k,
-    WxD, auto or auto-tree) and ``:option=value`` parts -- as (name, flat options for ``of``).
+    WxD, auto or auto-tree: ``DraftShape.k_tree``) and ``:option=value`` parts -- as (name, flat options for ``of``).
     ``"eagle3:4x5:eagle_nodes=24"`` -> ``("eagle3", {"k": None, "tree": "4x5", "eagle_nodes": "24"})``."""
     name, *parts = spec.split(":")
     flat: dict[str, Any] = {}
@@ -160,23 +157,9 @@ def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
         if "=" in part:
             key, value = part.split("=", 1)
             flat[key] = value
-        elif part in ("auto", "auto-tree"):
-            flat.update(k="auto", tree=None) if part == "auto" else flat.update(k=None, tree="auto")
         else:
-            flat.update(k=part, tree=None) if part.isdigit() else flat.update(k=None, tree=part)
+            flat.update(zip(("k", "tree"), DraftShape.k_tree(part)))
     return name, flat
-
-
-def parse_shape(k, tree, drafter_cls: type[Drafter], auto: bool = False) -> DraftShape:
-    """``k`` / ``tree`` as given (numbers, "WxD", or "auto") -> the shape to draft."""
-    if tree == "auto":
-        return drafter_cls.auto_tree
-    if k == "auto" and tree in (None, ""):
-        return AUTO_CHAIN
-    if not isinstance(auto, bool):
-        raise UserError(f"auto must be true or false (got {auto!r})")
-    shape = DraftShape.parse(k, tree, full_tree=drafter_cls.drafts_full_tree)
-    return replace(shape, auto=True) if auto else shape
 
 
 def _drafter_options(name: str, drafter_cls: type[Drafter], fixed: dict, given: dict) -> DrafterOptions:

@@ -336,10 +336,10 @@ def test_example_trace_is_a_real_tiny_run():
 
 
 def test_stopping_a_run_returns_its_kv_blocks():
-    from app.controls import run_request
+    from app.controls import StepControls, run_request
     from app.session import Run, Session
 
-    run = Run(run_request("en", ["tiny"], "我爱", "tiny", "draft", 3, 2, 0, 0, 40))
+    run = Run(run_request("en", ["tiny"], StepControls("我爱", "tiny", "draft", 3, 2, 0, 0, 40)))
     for _ in range(3):
         run.step()
     run.stop()
@@ -369,26 +369,27 @@ def test_stopping_a_run_returns_its_kv_blocks():
     ("draft", str(ROOT / "assets"), "has no config.json: it is not a transformers model folder"),
 ])
 def test_controls_refuse_bad_values_with_a_message(field, value, message):
-    from app.controls import run_request
+    from app.controls import StepControls, run_request
 
     values = dict(prompt="我爱", preset="tiny", drafter="eagle" if field == "eagle_nodes" else "draft", k=4,
                   width=1, temperature=0, seed=0, max_new_tokens=16)
     values[field] = value
     with pytest.raises(UserError, match=re.escape(message)):
-        run_request("en", ["tiny"], **values)
+        run_request("en", ["tiny"], StepControls(**values))
 
 
 def test_own_models_follow_the_server_policy():
-    from app.controls import ModelPolicy, run_request
+    from app.controls import ModelPolicy, StepControls, run_request
 
     values = dict(prompt="hi", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0, max_new_tokens=8)
-    request = run_request("en", ["tiny"], **values, target="  Qwen/Qwen2.5-7B ", draft="")
+    request = run_request("en", ["tiny"], StepControls(**values, target="  Qwen/Qwen2.5-7B ", draft=""))
     assert (request.target, request.draft, request.trust_remote_code) == ("Qwen/Qwen2.5-7B", None, False)
-    assert run_request("en", ["tiny"], **values, target="a/b", policy=ModelPolicy(trust_remote_code=True)
+    assert run_request("en", ["tiny"], StepControls(**values, target="a/b"), policy=ModelPolicy(trust_remote_code=True)
                        ).trust_remote_code
-    assert run_request("en", ["tiny"], **values, policy=ModelPolicy(own_models=False)).target is None  # presets work
+    assert run_request("en", ["tiny"], StepControls(**values),
+                       policy=ModelPolicy(own_models=False)).target is None  # presets work
     with pytest.raises(UserError, match="does not take your own models"):
-        run_request("en", ["tiny"], **values, target="a/b", policy=ModelPolicy(own_models=False))
+        run_request("en", ["tiny"], StepControls(**values, target="a/b"), policy=ModelPolicy(own_models=False))
     assert ModelPolicy.for_server("127.0.0.1").own_models and ModelPolicy.for_server("::1").own_models
     assert not ModelPolicy.for_server("0.0.0.0").own_models
     assert ModelPolicy.for_server("0.0.0.0", allow_own_models=True).own_models
@@ -397,16 +398,17 @@ def test_own_models_follow_the_server_policy():
 
 
 def test_compare_requests_put_the_baseline_first():
-    from app.controls import compare_requests
+    from app.controls import CompareControls, compare_requests
 
-    requests = compare_requests("en", ["tiny"], "hi", "tiny", ["draft", "ngram"], "4, 2x3", 0, 0, 16)
+    requests = compare_requests("en", ["tiny"], CompareControls("hi", "tiny", ["draft", "ngram"], "4, 2x3", 0, 0, 16))
     assert [r.label() for r in requests] == ["none", "draft · k=4", "draft · tree 2x3", "ngram · k=4",
                                              "ngram · tree 2x3"]
     with pytest.raises(UserError, match="draft shapes"):
-        compare_requests("en", ["tiny"], "hi", "tiny", ["draft"], "4, big", 0, 0, 16)
+        compare_requests("en", ["tiny"], CompareControls("hi", "tiny", ["draft"], "4, big", 0, 0, 16))
     with pytest.raises(UserError, match="at least one drafter"):
-        compare_requests("en", ["tiny"], "hi", "tiny", [], "4", 0, 0, 16)
-    sizes = compare_requests("en", ["tiny"], "hi", "tiny", ["eagle3", "draft-l", "draft-xs"], "4", 0, 0, 16)
+        compare_requests("en", ["tiny"], CompareControls("hi", "tiny", [], "4", 0, 0, 16))
+    sizes = compare_requests("en", ["tiny"],
+                             CompareControls("hi", "tiny", ["eagle3", "draft-l", "draft-xs"], "4", 0, 0, 16))
     assert [r.drafter for r in sizes] == ["none", "draft-xs", "draft-l", "eagle3"]
     assert sizes[1].label() == "draft-xs · k=4"
 

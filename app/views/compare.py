@@ -16,7 +16,7 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 
 from .. import memory
-from ..controls import COMPARE_CHOICES, ModelPolicy, compare_requests, number
+from ..controls import COMPARE_CHOICES, CompareControls, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
@@ -99,8 +99,8 @@ class CompareView:
         return {self.table: table(comparison, lang), self.plot: compare_figure(runs, lang)}
 
 
-def build_controls(labels: Labels, presets: list[str], default_preset: str, policy: ModelPolicy) -> list:
-    """The comparison's settings, in the order ``controls.compare_requests`` takes them, then the repeats."""
+def build_controls(labels: Labels, presets: list[str], default_preset: str, policy: ModelPolicy) -> CompareControls:
+    """The comparison's settings: one widget per ``CompareControls`` field."""
     with gr.Row():
         prompt = labels.make(gr.Textbox, DEFAULT_PROMPT, label="ctl.prompt", lines=2, scale=3, elem_id="cmp-prompt")
         preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", scale=1)
@@ -116,7 +116,8 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
         repeats = labels.make(gr.Number, DEFAULT_REPEATS, label="ctl.repeats", info="ctl.repeats_info", precision=0,
                               elem_id="cmp-repeats")
     own_target, own_draft = own_model_fields(labels, "cmp", policy)
-    return [prompt, preset, drafters, shapes, temperature, seed, max_new, own_target, own_draft, repeats]
+    return CompareControls(prompt=prompt, preset=preset, drafters=drafters, shapes=shapes, temperature=temperature,
+                           seed=seed, max_new_tokens=max_new, target=own_target, draft=own_draft, repeats=repeats)
 
 
 def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
@@ -134,9 +135,9 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     @guarded(status)
     def on_compare(lang_value, session, *values):
         session = ensure(session)
-        *settings_values, repeats = values
-        requests = compare_requests(lang_value, presets, *settings_values, policy=policy)
-        rounds = number(repeats, "ctl.repeats", lang_value, 1, MAX_REPEATS, integer=True)
+        controls = CompareControls(*values)
+        requests = compare_requests(lang_value, presets, controls, policy=policy)
+        rounds = number(controls.repeats, "ctl.repeats", lang_value, 1, MAX_REPEATS, integer=True)
         gate.check_budget(requests * rounds, lang_value)
         with gate.slot(session, lang_value, long=True):
             with lab_metrics().queue(model_name(requests[0]), len(requests) * rounds) as queue:  # /metrics: waiting
@@ -149,8 +150,8 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         return {state: session}
 
     outputs = [state, status, result_table, plot]
-    run_btn.click(on_compare, [lang, state, *settings], outputs, api_name="compare", concurrency_id="decode",
-                  concurrency_limit=gate.handlers, preprocess=False)
+    run_btn.click(on_compare, [lang, state, *settings.components()], outputs, api_name="compare",
+                  concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
     return view
 

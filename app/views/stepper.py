@@ -9,7 +9,7 @@ import gradio as gr
 from core import UserError
 from core.limits import PAGE_MAX_TEMPERATURE
 
-from ..controls import DRAFTER_NAMES, ModelPolicy, run_request, takes_option
+from ..controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -65,9 +65,9 @@ def button(labels: Labels, key: str, elem_id: str, variant: str = "secondary") -
 
 @dataclass
 class StepperControls:
-    """The run's settings, in the order ``controls.run_request`` takes them, and the buttons."""
+    """The run's settings (one widget per ``StepControls`` field) and the buttons."""
 
-    settings: list  # prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, target, draft, auto
+    settings: StepControls
     drafter: gr.Dropdown
     eagle_row: gr.Row
     buttons: dict[str, gr.Button]  # step, play, pause, stop, reset
@@ -100,8 +100,9 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
         buttons.update(stop=button(labels, "btn.stop", "stop-btn", variant="stop"),
                        reset=button(labels, "btn.reset", "reset-btn"))
     download = labels.make(gr.DownloadButton, label="btn.download", interactive=False, elem_id="step-download")
-    settings = [prompt, preset, drafter, k, width, temperature, seed, max_new, eagle_nodes, own_target, own_draft,
-                auto]
+    settings = StepControls(prompt=prompt, preset=preset, drafter=drafter, k=k, width=width, temperature=temperature,
+                            seed=seed, max_new_tokens=max_new, eagle_nodes=eagle_nodes, target=own_target,
+                            draft=own_draft, auto=auto)
     return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
@@ -125,7 +126,7 @@ def wire(view: StepperView, ctl: StepperControls, state: gr.State, lang: gr.Radi
     handlers = handlers_for(view, state, presets, policy, gate)
     outputs = [state, *view.outputs]
     for name in ("step", "play"):
-        ctl.buttons[name].click(handlers[name], [lang, state, *ctl.settings], outputs, api_name=name,
+        ctl.buttons[name].click(handlers[name], [lang, state, *ctl.settings.components()], outputs, api_name=name,
                                 concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     for name in ("pause", "stop", "reset"):
         ctl.buttons[name].click(handlers[name], [lang, state], outputs, api_name=name, concurrency_limit=None)
@@ -151,12 +152,12 @@ class StepperHandlers:
         if record is not None and run.done:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            session.points.append(measured_point(run.request.label(), run.result.steps, int(run.result.settings["k"]),
+            session.points.append(measured_point(run.request.label(), run.result.steps, run.request.shape.depth,
                                                  curve=session.curve_for(run.result.target)))
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):
-        request = run_request(lang_value, self.presets, *values, policy=self.policy)
+        request = run_request(lang_value, self.presets, StepControls(*values), policy=self.policy)
         self.gate.check_budget([request], lang_value)
         if session.run is not None:
             session.run.stop()
@@ -166,7 +167,7 @@ class StepperHandlers:
     def changed(self, session: Session, lang_value: str, values: tuple) -> str:
         """A line asking for Reset when the controls no longer describe the run going on."""
         try:
-            request = run_request(lang_value, self.presets, *values, policy=self.policy)
+            request = run_request(lang_value, self.presets, StepControls(*values), policy=self.policy)
         except UserError:
             request = None
         return t("run.changed", lang_value) if request != session.run.request else ""

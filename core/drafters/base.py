@@ -1,7 +1,7 @@
 """The one small interface every drafter implements, and helpers they share."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 import torch
@@ -26,12 +26,21 @@ class DraftShape:
     auto: bool = False  # the goodput controller picks how much of this (the largest) shape to verify
 
     @classmethod
-    def parse(cls, k: int, tree: str | tuple[int, int] | None = None, full_tree: bool = True) -> "DraftShape":
-        """``tree`` as "WxD" (e.g. "2x3") or (W, D); without it, a chain of ``k``.
+    def parse(cls, k, tree=None, full_tree: bool = True, *, auto: bool = False,
+              auto_tree: "DraftShape | None" = None) -> "DraftShape":
+        """The one reading of a draft shape. ``tree`` as "WxD" (e.g. "2x3") or (W, D); without it, a
+        chain of ``k``. ``k="auto"`` is the goodput controller over ``AUTO_CHAIN``, ``tree="auto"`` over
+        ``auto_tree`` (the drafter's largest tree); ``auto=True`` makes the given shape its limit.
 
         ``full_tree=False`` for drafters that prune what they expand (EAGLE-2): the full tree's
         node count is then no limit, the drafter bounds the nodes it keeps.
         """
+        if tree == "auto":
+            return auto_tree or AUTO_TREE
+        if k == "auto" and tree in (None, ""):
+            return AUTO_CHAIN
+        if not isinstance(auto, bool):
+            raise UserError(f"auto must be true or false (got {auto!r})")
         if tree is None or tree == "":
             shape = cls(1, _as_int(k, "k"))
         elif isinstance(tree, str):
@@ -46,7 +55,18 @@ class DraftShape:
         else:
             raise UserError(f"tree must be \"WIDTHxDEPTH\" or (width, depth) (got {tree!r})")
         shape.validate(full_tree)
-        return shape
+        return replace(shape, auto=True) if auto else shape
+
+    @staticmethod
+    def k_tree(word: str) -> tuple:
+        """One shape word of a spec or a list of shapes as the ``k`` / ``tree`` that ``parse`` takes:
+        "4" -> ("4", None), "2x3" -> (None, "2x3"), "auto" -> ("auto", None), "auto-tree" -> (None, "auto");
+        anything else is read as a tree (and ``parse`` says what is wrong with it)."""
+        if word == "auto":
+            return "auto", None
+        if word == "auto-tree":
+            return None, "auto"
+        return (word, None) if word.isdigit() else (None, word)
 
     @property
     def num_nodes(self) -> int:
@@ -75,6 +95,10 @@ class DraftShape:
 
     def __str__(self) -> str:
         return f"chain k={self.depth}" if self.width == 1 else f"tree {self.width}x{self.depth}"
+
+
+AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0..8 of an 8-token chain
+AUTO_TREE = DraftShape(2, 4, auto=True)  # --tree auto, unless the drafter names its own largest tree
 
 
 def _as_int(value, what: str) -> int:
@@ -140,7 +164,7 @@ class Drafter:
     Options: type[DrafterOptions] = DrafterOptions
     aliases: dict[str, dict] = {}  # names -> options they fix, e.g. "draft-xs" -> draft_size "xs" (own name included)
     drafts = True  # False for the baseline that never drafts
-    auto_tree = DraftShape(2, 4, auto=True)  # the largest tree ``--tree auto`` lets the controller prune
+    auto_tree = AUTO_TREE  # the largest tree ``--tree auto`` lets the controller prune
     uses_draft_model = False  # True: it reads the run's draft model (the ``draft`` reference)
     model_path: str | None = None  # the draft model folder, when there is one
     hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
