@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (  # lowest first; a name is a module or a sub-package of core
-    ("core.errors", "core.limits"),
+    ("core.errors", "core.limits", "core.files"),
     ("core.records",),
     ("core.runtime",),
     ("core.models",),

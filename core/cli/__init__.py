@@ -1,10 +1,13 @@
 """The command line: ``python -m core generate|bench|cost|train|export|serve-metrics ...`` (README.md).
 Each command's flags and its run live in its own module; this one wires them and turns a user's
-mistake into one ``error:`` line and exit status 2."""
+mistake into one ``error:`` line and exit status 2; a file or
+format error, or Ctrl-C, into one ``error:`` line and exit status 1 (130 for Ctrl-C)."""
 from __future__ import annotations
 
 import argparse
 import sys
+
+from safetensors import SafetensorError
 
 from core.cli import export
 from core.cli.generate import add_generate_arguments, run_generate
@@ -36,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)
+    return guarded(lambda: run(args, commands, trainers))
+
+
+def run(args, commands, trainers) -> int:
     try:
         if args.command == "generate":
             return run_generate(args)
@@ -47,5 +54,29 @@ def main(argv: list[str] | None = None) -> int:
             return commands[args.command](args)
         return trainers[args.what](args)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
+
+
+def guarded(command) -> int:
+    """The one error boundary of ``python -m core``: a file, format or data error and Ctrl-C end in
+    one ``error:`` line and a non-zero exit, never a traceback (an engine bug still shows one)."""
+    try:
+        return command()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        where = f" {e.filename!r}" if e.filename else ""
+        print(f"error: {one_line(e.strerror or str(e) or type(e).__name__)}{where}", file=sys.stderr)
+        return 1
+    except (ValueError, KeyError, IndexError, SafetensorError, MemoryError) as e:
+        detail = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"error: {type(e).__name__}: {one_line(str(detail))}", file=sys.stderr)
+        return 1
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """The first line of ``text``, at most ``limit`` characters."""
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
-from core.drafters.checkpoint import ARCHITECTURE, LAB_FIELD, checkpoint_config, checkpoint_weights, write_checkpoint
+from core.drafters.checkpoint import (ARCHITECTURE, LAB_FIELD, checkpoint_config, checkpoint_weights, write_checkpoint,
+                                      written_here)
 from core.drafters.weights import load_folder
+from core.errors import UserError
+from core.files import check_output_folder
 from core.models.loading import drafter_home, load_model, resolve_preset
 
 
@@ -68,12 +72,41 @@ def add_arguments(parser) -> None:
     parser.add_argument("--target", help="target model folder (overrides the preset's)")
     parser.add_argument("--drafter-weights", help="the lab's eagle3 folder (default: eagle3-reference next to the "
                                                   "target when trained, else eagle3)")
+    parser.add_argument("--force", action="store_true", help="write into a folder that is not empty (never one "
+                                                             "holding weights an export did not write)")
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx")
+
+
+def check_destination(out: Path, source: Path, target: Path, force: bool) -> None:
+    """Refuse, before anything is loaded, a destination that would destroy something: the source or
+    the target folder, a folder that is not empty (unless ``force``), and even with ``force`` a folder
+    holding model weights an earlier export did not write."""
+    check_output_folder(out, "export")
+    here = out.resolve()
+    for name, folder in (("the drafter being exported (--drafter-weights)", source), ("the target model", target)):
+        if folder.exists() and here == folder.resolve():
+            raise UserError(f"export: {str(out)!r} is {name}; write the checkpoint to a new folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if written_here(out):
+        if not force:
+            raise UserError(f"export: {str(out)!r} holds an earlier export; add --force to replace it")
+        return
+    weights = sorted(p.name for p in out.iterdir() if p.suffix in WEIGHT_SUFFIXES or p.name == "config.json")
+    if weights:
+        raise UserError(f"export: {str(out)!r} holds model files the export did not write ({', '.join(weights[:3])}); "
+                        "it never writes there, even with --force: pick a new folder")
+    if not force:
+        raise UserError(f"export: {str(out)!r} is not empty; pick a new folder, or add --force to write into it")
 
 
 def run(args) -> int:
     target_path = args.target or resolve_preset(args.preset).target
-    target = load_model(target_path, "cpu")
     source = Path(args.drafter_weights) if args.drafter_weights else default_source(target_path)
+    check_destination(Path(args.out), source, Path(target_path), args.force)
+    target = load_model(target_path, "cpu")
     lab, state = load_folder(source, "eagle3", target.model)
     head = target.model.get_output_embeddings().weight.detach()
     text_config = target.model.config.get_text_config()
@@ -81,7 +114,13 @@ def run(args) -> int:
     out = Path(args.out)
     card = model_card(config, source, shown(target_path), shown(out), text_config.max_position_embeddings,
                       lab.get("heldout", []))
-    write_checkpoint(out, config, checkpoint_weights(state, head), card)
+    created = not out.exists()
+    try:
+        write_checkpoint(out, config, checkpoint_weights(state, head), card)
+    except BaseException:
+        if created:  # a folder this export made, holding only what it wrote: leave nothing half-written
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     print(f"wrote {out}/config.json, model.safetensors, README.md\n"
           f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings)}")
     return 0

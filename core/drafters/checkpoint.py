@@ -30,6 +30,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from core.errors import UserError
+from core.files import write_atomic, write_text_atomic
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 ARCHITECTURES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")
@@ -111,11 +112,28 @@ def checkpoint_weights(state: dict[str, torch.Tensor], head_weight: torch.Tensor
     return {k: v.detach().to("cpu").contiguous() for k, v in out.items()}
 
 
+FILES = ("config.json", "model.safetensors", "README.md")  # what write_checkpoint writes, nothing else
+
+
+def written_here(folder: Path) -> bool:
+    """Whether ``folder`` holds only what ``write_checkpoint`` writes, from an earlier export (its config
+    carries the lab's record): the one kind of folder holding weights an export may replace."""
+    names = {p.name for p in folder.iterdir() if not p.name.startswith(".")}
+    if not names <= set(FILES) or not (folder / "config.json").is_file() or (folder / "config.json").is_symlink():
+        return False
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and LAB_FIELD in config and config.get("architectures") == [ARCHITECTURE]
+
+
 def write_checkpoint(out: Path, config: dict, tensors: dict[str, torch.Tensor], card: str) -> None:
+    """Each file to a temporary name, then renamed: a failed write (a full disk) leaves the old file whole."""
     out.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    (out / "README.md").write_text(card, encoding="utf-8")
+    write_atomic(out / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    write_text_atomic(out / "config.json", json.dumps(config, ensure_ascii=False, indent=2) + "\n")
+    write_text_atomic(out / "README.md", card)
 
 
 def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict, dict[str, torch.Tensor]]:

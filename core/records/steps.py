@@ -8,12 +8,12 @@ record per step, then a ``summary`` record; every line carries ``"schema": TRACE
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from core.errors import UserError
+from core.files import check_output_file, write_atomic
 
 TRACE_SCHEMA = 1
 
@@ -188,14 +188,7 @@ def trace_lines(header: dict[str, Any], steps: Iterable[StepRecord], summary: di
 
 def check_writable(path: str | Path) -> None:
     """Fail before a run, not after it, when its trace cannot be written to ``path``."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"--trace {str(path)!r} is a folder; give a file name")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UserError(f"--trace: the folder {str(folder)!r} does not exist")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UserError(f"--trace: {str(path)!r} is not writable")
+    check_output_file(path, "--trace")
 
 
 def write_trace(path: str | Path, result: RunResult) -> None:
@@ -208,9 +201,12 @@ def write_trace(path: str | Path, result: RunResult) -> None:
         "draft": result.draft,
         "settings": result.settings,
     }
-    with open(path, "w", encoding="utf-8") as f:
-        for line in trace_lines(header, result.steps, result.to_dict()):
-            f.write(line + "\n")
+    def write(tmp: Path) -> None:  # a failed write (a full disk) leaves the previous trace whole
+        with open(tmp, "w", encoding="utf-8") as f:
+            for line in trace_lines(header, result.steps, result.to_dict()):
+                f.write(line + "\n")
+
+    write_atomic(path, write)
 
 
 @dataclass

@@ -8,6 +8,7 @@ Loopback only unless ``--host`` names another address and ``--allow-remote`` is 
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -30,6 +31,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--allow-remote", action="store_true", help="needed to listen on a non-loopback --host")
 
 
+MAX_PAUSE_S = 3600.0
+MAX_ROUNDS = 1_000_000
+
+
+def check_arguments(args) -> None:
+    """Every flag, before a model is loaded or a port is bound."""
+    if not 1 <= args.port <= 65535:
+        raise UserError(f"--port must be between 1 and 65535 (got {args.port})")
+    if not (math.isfinite(args.pause) and 0 <= args.pause <= MAX_PAUSE_S):
+        raise UserError(f"--pause must be between 0 and {MAX_PAUSE_S:.0f} seconds (got {args.pause})")
+    if not 0 <= args.rounds <= MAX_ROUNDS:
+        raise UserError(f"--rounds must be between 0 (forever) and {MAX_ROUNDS} (got {args.rounds})")
+    if not args.allow_remote and not _loopback(args.host):
+        raise UserError(f"--host {args.host} is not a loopback address: add --allow-remote to serve /metrics there")
+
+
+def url(host: str, port: int) -> str:
+    """``http://HOST:PORT/metrics``, an IPv6 address in brackets (``http://[::1]:9400/metrics``)."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+
+
 def run(args) -> int:
     from prometheus_client import start_http_server
 
@@ -38,26 +60,29 @@ def run(args) -> int:
     from core.request import DecodeRequest
     from core.serving.prometheus import lab_metrics
 
-    if not args.allow_remote and not _loopback(args.host):
-        raise UserError(f"--host {args.host} is not a loopback address: add --allow-remote to serve /metrics there")
+    check_arguments(args)
     prompts = load_prompts(args.prompts or HELDOUT_PROMPTS)
+    requests = [DecodeRequest.of(prompt, args.preset, args.drafter, args.k, args.tree,
+                                 max_new_tokens=args.max_new_tokens) for prompt in prompts]  # checked before serving
     lab = lab_metrics()
-    server, thread = start_http_server(args.port, addr=args.host, registry=lab.registry)
-    print(f"serving http://{args.host}:{args.port}/metrics (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        server, thread = start_http_server(args.port, addr=args.host, registry=lab.registry)
+    except OSError as e:
+        raise UserError(f"cannot listen on {args.host} port {args.port}: {e.strerror or e}") from None
+    print(f"serving {url(args.host, args.port)} (Ctrl-C to stop)", file=sys.stderr)
     try:
         rounds = 0
         while args.rounds == 0 or rounds < args.rounds:
             with lab.queue(args.preset, len(prompts)) as queue:
-                for prompt in prompts:
+                for request in requests:
                     queue.take()
-                    decoder, prompt_ids = build_decoder(DecodeRequest.of(
-                        prompt, args.preset, args.drafter, args.k, args.tree, max_new_tokens=args.max_new_tokens))
+                    decoder, prompt_ids = build_decoder(request)
                     with lab.request(args.preset) as meter:
                         for record in decoder.steps(prompt_ids):
                             meter.observe(record)
                     time.sleep(args.pause)
             rounds += 1
-        print(f"{rounds} round(s) done; still serving /metrics", file=sys.stderr)
+        print(f"{rounds} round(s) done; still serving {url(args.host, args.port)}", file=sys.stderr)
         thread.join()
     except KeyboardInterrupt:
         pass

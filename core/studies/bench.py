@@ -29,6 +29,7 @@ from core.api import build_decoder, greedy_generate_kwargs
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_REPEATS, latency_context, measure_verify_cost, verify_markdown
 from core.drafters import BASELINE, SWEEP_DEFAULT, DraftModelDrafter
 from core.errors import UserError
+from core.files import write_text_atomic
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.request import DecodeRequest, split_spec
@@ -343,8 +344,8 @@ def write_outputs(result: dict, out_dir: str | Path) -> None:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
-    (out / "bench.md").write_text(markdown_table(result), encoding="utf-8")
+    write_text_atomic(out / "bench.json", json.dumps(result, indent=2, ensure_ascii=False))
+    write_text_atomic(out / "bench.md", markdown_table(result))
     names = list(result["drafters"]) + [f"hf {n}" for n in result["hf"]]
     rows = list(result["drafters"].values()) + list(result["hf"].values())
     figure = go.Figure(go.Bar(x=names, y=[r["speedup"] for r in rows], text=[f"{r['speedup']:.2f}×" for r in rows]))
@@ -354,8 +355,7 @@ def write_outputs(result: dict, out_dir: str | Path) -> None:
     if result.get("batch_sweep"):
         figures.append(sweep_figure(result).update_layout(height=480))
     html = "".join(f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures))
-    (out / "bench.html").write_text(f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>",
-                                    encoding="utf-8")
+    write_text_atomic(out / "bench.html", f"<html><head><meta charset=\"utf-8\"></head><body>{html}</body></html>")
 
 
 def verify_figures(result: dict) -> list:

@@ -54,6 +54,7 @@ from safetensors.torch import save_file
 from transformers.cache_utils import DynamicCache
 
 from core.errors import UserError
+from core.files import write_atomic
 from core.models.fingerprint import target_fingerprint
 from core.train.chat_prompts import chat_prompt, prompt_count
 from core.train.corpus import SOURCES, Source, build_corpus
@@ -300,13 +301,6 @@ def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], 
 # ---- shards and the manifest -----------------------------------------------------------------
 def shard_path(folder: Path, index: int) -> Path:
     return folder / f"shard-{index:05d}.safetensors"
-
-
-def write_atomic(path: Path, write) -> None:
-    """``write(tmp_path)`` then rename over ``path``: a reader never sees a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def write_json(path: Path, data: dict) -> None:

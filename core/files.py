@@ -1,0 +1,72 @@
+"""Files the lab writes and reads, made safe in one place.
+
+Every file is written to a temporary file in the same folder and then renamed over its name
+(``write_atomic``): a write that fails partway (a full disk, Ctrl-C) leaves the previous file as it
+was, and a reader never sees half a file. Output paths are checked before long work starts
+(``check_output_file``, ``check_output_folder``), and user-given inputs are read with a size cap
+(``read_capped``), so ``/dev/zero`` or a huge file is refused instead of filling the memory.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from core.errors import UserError
+
+
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp_path)`` then rename over ``path``; on any failure the temporary file is removed
+    and ``path`` keeps what it held before."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """``path`` can be written as a file: its folder exists and is writable, and it is not a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what}: {str(path)!r} is a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UserError(f"{what}: the folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"{what}: {str(path)!r} is not writable")
+    return path
+
+
+def check_output_folder(path: str | Path, what: str) -> Path:
+    """``path`` is a writable folder, or one that can be made: not a file, under a writable folder."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what}: {str(path)!r} is a file, not a folder")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{what}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{what}: {str(existing)!r} is not writable")
+    return path
+
+
+def read_capped(path: str | Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of ``path``, refused with a UserError past ``max_bytes`` (read no further) or when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise UserError(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise UserError(f"{what} {str(path)!r} is larger than {max_bytes:,} bytes")
+    return data
