@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -36,9 +37,11 @@ class TargetView:
     ``probs(row)`` for the rows it visits; a StepRecord reads ``node_probs``.
     """
 
-    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view); bfloat16 from the bf16 route
+    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view); a cheap route's raw product
     temperature: float  # > 0: the law is softmax(logits / temperature); 0: greedy (the law at temperature 1)
     argmax: tuple[int, ...]  # [1 + len(tree)], the target's greedy token after each row
+    finish: Callable[[torch.Tensor], torch.Tensor] | None = None  # raw rows -> the model's logits (soft-capping...),
+    # applied only to the rows read: most verifies read none
 
     @classmethod
     def of(cls, logits: torch.Tensor, temperature: float = 0.0) -> TargetView:
@@ -47,29 +50,36 @@ class TargetView:
     @classmethod
     def from_head(cls, head: LMHead, hidden: torch.Tensor, temperature: float) -> TargetView:
         """The view of a verify's last hidden states ``[n, hidden_size]``. Greedy decoding with a head
-        that has the bf16 route (``core.runtime.head``) takes its exact argmax from there, and the bf16
-        logits for the records' target_prob; sampling reads the float32 logits."""
+        that has a cheap route (``core.runtime.head``: bf16 or fp16) takes its exact argmax from there,
+        and the cheap logits for the records' target_prob; sampling reads the float32 logits."""
         return cls.split_from_head(head, [hidden], [temperature])[0]
 
     @classmethod
     def split_from_head(cls, head: LMHead, hidden: list[torch.Tensor], temperatures: list[float]) -> list[TargetView]:
         """One view per request of a batched verify, from ONE head product over all their rows (the
-        bf16 route when every request decodes greedily)."""
+        cheap route when every request decodes greedily)."""
         sizes = [h.shape[0] for h in hidden]
         rows = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
-        if not any(temperatures) and head.bf16_argmax:
-            logits, argmax = head.greedy(rows)
+        if not any(temperatures) and head.certified_argmax:
+            raw, argmax = head.greedy(rows)
             ends = list(itertools.accumulate(sizes))
-            return [cls(part, 0.0, argmax[end - size:end]) for part, end, size in zip(logits.split(sizes), ends, sizes)]
+            finish = head.finish if head.finishes or raw.dtype != torch.float32 else None
+            return [cls(part, 0.0, argmax[end - size:end], finish)
+                    for part, end, size in zip(raw.split(sizes), ends, sizes)]
         return [cls.of(part, t) for part, t in zip(head(rows).split(sizes), temperatures)]
 
     @property
     def _scale(self) -> float:
         return self.temperature if self.temperature > 0 else 1.0
 
+    def _rows(self, index) -> torch.Tensor:
+        """``logits[index]`` as the model's float32 logits."""
+        picked = self.logits[index]
+        return picked.float() if self.finish is None else self.finish(picked)
+
     def probs(self, row: int) -> torch.Tensor:
         """target_probs after row ``row``: ``[vocab]``, summing to 1."""
-        return torch.softmax(self.logits[row].float() / self._scale, dim=-1)
+        return torch.softmax(self._rows(row) / self._scale, dim=-1)
 
     def node_probs(self, tree: DraftTree) -> list[float]:
         """Per node i, target_probs[parent(i) + 1][token i]: ``exp(z / T - logsumexp(row / T))``, over
@@ -77,8 +87,8 @@ class TargetView:
         if not len(tree):
             return []
         rows = sorted({parent + 1 for parent in tree.parents})
-        log_total = dict(zip(rows, torch.logsumexp(self.logits[rows].float() / self._scale, dim=-1).tolist()))
-        picked = self.logits[[p + 1 for p in tree.parents], tree.tokens].float().tolist()
+        log_total = dict(zip(rows, torch.logsumexp(self._rows(rows) / self._scale, dim=-1).tolist()))
+        picked = self._rows(([p + 1 for p in tree.parents], tree.tokens)).tolist()
         return [math.exp(z / self._scale - log_total[p + 1]) for z, p in zip(picked, tree.parents)]
 
 
