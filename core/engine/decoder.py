@@ -20,6 +20,7 @@ from core.records.steps import KVStepRecord, NodeRecord, RunResult, StepRecord, 
 from core.runtime.acceptance import Acceptance, TargetView, greedy_accept, node_status, speculative_accept
 from core.runtime.forward import SegmentOutput, chain_parents, run_segment
 from core.runtime.head import LMHead
+from core.runtime.inspect import inspect_step
 from core.runtime.kv_cache import CommitStats, PagedKVCache, RequestKV
 from core.runtime.tree import DraftTree, with_root
 
@@ -31,6 +32,7 @@ class DecodeSettings:
     seed: int = 0
     block_size: int = 16
     record: bool = True  # build a StepRecord per step (off only to measure the recording's cost)
+    inspect: bool = False  # record the laws behind each step's acceptance (core.records.detail), for the page
 
 
 class TextTracker:
@@ -371,6 +373,7 @@ class SpeculativeDecoder:
             finished=o.finished,
             expansion=expansion,
             decision=decision,
+            inspect=inspect_step(tree, o.target, acceptance, text.piece) if self.settings.inspect else None,
         )
 
 
