@@ -162,6 +162,7 @@ class TreeLayout:
     look: Look
     depth: int  # columns 0..depth
     leaves: int
+    probs_below: bool  # "q 0.12 · p 0.34" written under each drafted node
 
     @property
     def height(self) -> int:
@@ -172,20 +173,30 @@ class TreeLayout:
         area ``plot_width`` wide: the marker or its text, whichever is larger."""
         column = plot_width / (self.depth + 1.2)  # the x range is [-0.6, depth + 0.6]
         out = []
-        for col, row, label in zip(self.columns, self.rows, self.labels):
+        for key, col, row, label in zip(self.keys, self.columns, self.rows, self.labels):
             x, y = (col + 0.6) * column, (row + 0.5) * self.look.row
             half_w = max(self.look.marker, text_width(label, self.look.font)) / 2
             half_h = max(self.look.marker, self.look.font * 1.3) / 2
-            out.append((x - half_w, y - half_h, x + half_w, y + half_h))
+            bottom = y + half_h
+            if self.probs_below and 0 <= key < PRUNED:  # the q · p line under the box (10 px text)
+                half_w = max(half_w, text_width(PROBS_SAMPLE, 10) / 2)
+                bottom = y + 27 + 7
+            out.append((x - half_w, y - half_h, x + half_w, bottom))
         return out
 
 
-def layout_tree(boxes: list[_Box], probs_below: bool = False) -> TreeLayout:
+PROBS_SAMPLE = "q 0.00 · p 0.00"
+
+
+def layout_tree(boxes: list[_Box], show_probs: bool = True) -> TreeLayout:
+    """Rows and sizes for ``boxes``; q and p are written under the boxes of a small, shallow tree."""
     rows = _rows(boxes)
+    depth = max(b.x for b in boxes)
+    probs_below = show_probs and len(boxes) <= SMALL and depth <= 6
     look = Look.of(len(boxes), probs_below)
     labels = [_short(visible(b.token_text), look.chars) for b in boxes]
     return TreeLayout([b.key for b in boxes], [b.x for b in boxes], [rows[b.key] for b in boxes], labels, look,
-                      max(b.x for b in boxes), int(max(rows.values())) + 1)
+                      depth, int(max(rows.values())) + 1, probs_below)
 
 
 def _log(value: float) -> str:
@@ -287,9 +298,8 @@ def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecor
     ``positions``: the target's top alternatives after each node (StepRecord.inspect), for the tooltips.
     """
     boxes = tree_boxes(root, nodes, next_token, expansion, collapse)
-    depth = max(b.x for b in boxes)
-    probs_below = show_probs and len(boxes) <= SMALL and depth <= 6
-    layout = layout_tree(boxes, probs_below)
+    layout = layout_tree(boxes, show_probs)
+    depth, probs_below = layout.depth, layout.probs_below
     rows = dict(zip(layout.keys, layout.rows))
     label = dict(zip(layout.keys, layout.labels))
     look = layout.look
