@@ -180,6 +180,90 @@ TEXT: dict[str, tuple[str, str]] = {
     "tree.q": ("草稿置信度", "draft confidence"),
     "tree.p": ("目标概率", "target probability"),
     "tree.proposer": ("提出者", "proposed by"),
+    # ---- the lesson's panels: why it is lossless, where the time goes, break-even, hover ------------
+    "kind.folded": ("未检查的分支（已折叠）", "unreached branch (folded)"),
+    "tree.folded": ("这里折叠了 {n} 个目标模型没有检查到的节点（它们挂在被拒绝或被剪掉的节点下面）。勾选“展开整棵树”可以看到它们。",
+                    "{n} nodes the target never reached are folded here (they hang under a refused or pruned node). "
+                    "Tick \"expand the whole tree\" to see them."),
+    "tree.top5": ("目标模型在这个位置的前 5 个候选（熵 {h:.2f} nats）：", "the target's top 5 here (entropy {h:.2f} nats):"),
+    "ctl.expand": ("展开整棵树", "expand the whole tree"),
+    "ctl.expand_info": ("大树默认把目标没检查到的分支折叠成“+N”；可以在图上拖动放大", "large trees fold the "
+                        "branches the target never reached into \"+N\"; drag on the plot to zoom"),
+    "panel.lossless": ("为什么输出不变（无损）", "Why the output stays the target's (lossless)"),
+    "panel.timeline": ("时间花在哪里", "Where the time goes"),
+    "panel.breakeven": ("接受率要多高才划算", "How high must acceptance be to pay?"),
+    "lossless.title": ("第 {step} 步被拒绝的节点", "The refused node of step {step}"),
+    "lossless.none": ("这一步没有拒绝：草稿全部被接受（或没有起草）", "nothing was refused this step: the whole draft "
+                      "was kept (or nothing was drafted)"),
+    "lossless.plot_pq": ("目标的 p 与草稿的 q", "the target's p and the draft's q"),
+    "lossless.plot_residual": ("剩余分布 norm(max(0, p − q))", "residual norm(max(0, p − q))"),
+    "lossless.p": ("p（目标模型）", "p (target)"),
+    "lossless.q": ("q（草稿）", "q (draft)"),
+    "lossless.residual": ("剩余分布", "residual"),
+    "lossless.drafted": ("草稿 token：保留概率 {a:.3f}", "drafted: kept with {a:.3f}"),
+    "lossless.drafted_greedy": ("草稿 token：不是最大值", "drafted: not the argmax"),
+    "lossless.drawn": ("抽到的修正", "the correction drawn"),
+    "lossless.argmax": ("目标的最大值（argmax）", "the target's argmax"),
+    "lossless.say_sampled": (
+        "文章里的规则：草稿按 q 抽出 token x，目标以 **min(1, p(x)/q(x))** 的概率保留它；被拒绝时，从 "
+        "**norm(max(0, p − q))** 里重新抽一个。这一步草稿猜了「{drafted}」：p = {p:.4f}，q = {q:.4f}，"
+        "所以它只有 {a:.3f} 的机会被保留，这次没被保留。右图的剩余分布去掉了草稿“多给”的部分，"
+        "只留下目标比草稿更看好的 token；修正「{chosen}」就是从中抽出的（概率 {r:.3f}）。"
+        "“保留”和“从剩余里抽”两条路加起来，每个 token 出现的概率正好是 p：输出的分布和只用目标模型时完全一样。"
+        "（这一层共试了 {tried} 个草稿兄弟节点；有多个时，每拒绝一个，剩余分布就再减去它的 q。）",
+        "The article's rule: the draft draws a token x from q; the target keeps it with probability "
+        "**min(1, p(x)/q(x))**; if it refuses, it draws again from **norm(max(0, p − q))**. This step the draft "
+        "guessed \"{drafted}\": p = {p:.4f}, q = {q:.4f}, so it had a {a:.3f} chance to be kept, and was not. "
+        "The residual on the right removes what the draft over-offered and keeps only the tokens the target likes "
+        "more than the draft did; the correction \"{chosen}\" was drawn from it (probability {r:.3f}). Keeping and "
+        "redrawing together give every token exactly probability p: the output follows the target alone. ({tried} "
+        "drafted siblings were tried at this node; with several, each refusal takes its q off what is left.)"),
+    "lossless.say_greedy": (
+        "温度为 0 时是贪心解码：目标只接受**和它的最大值（argmax）完全相同**的草稿 token，没有概率可言。"
+        "这里目标最看好的是「{argmax}」（p = {p:.3f}），草稿猜的是「{drafted}」，不一样，所以被拒绝，"
+        "输出改成「{argmax}」——和只用目标模型贪心解码的结果一字不差。",
+        "At temperature 0 decoding is greedy: the target keeps a drafted token only if it **is exactly its argmax**; "
+        "no chance is involved. Here the target's top token is \"{argmax}\" (p = {p:.3f}) and the draft guessed "
+        "\"{drafted}\", so it was refused and \"{argmax}\" was written instead: token for token what the target "
+        "alone would write."),
+    "time.title": ("时间花在哪里：每一步的起草和验证时间（按测得的秒数画出）", "Where the time goes: drafting and "
+                   "verifying time of every step, to scale"),
+    "time.draft": ("起草", "draft"),
+    "time.verify": ("验证（目标前向）", "verify (target forward)"),
+    "time.tokens": ("这一步写出的 token 数", "tokens written by the step"),
+    "time.hover": ("第 {step} 步 · {part}：{ms:.1f} ms · 写出 {tokens} 个 token",
+                   "step {step} · {part}: {ms:.1f} ms · {tokens} tokens written"),
+    "time.total": ("{s:.2f} s · {tokens} 个 token", "{s:.2f} s · {tokens} tokens"),
+    "time.axis": ("引擎时间（秒，不含两步之间的等待）", "engine time (s, waits between steps excluded)"),
+    "time.run": ("推测解码（本次运行）", "speculative (this run)"),
+    "time.plain": ("普通解码：每个 token 一次前向，每次 {ms:.1f} ms（本机测得的单 token 前向）",
+                   "plain: one forward per token, {ms:.1f} ms each (the one-token forward measured on this machine)"),
+    "time.plain_note": ("普通解码那一条不是这次请求跑出来的：它用的是本机验证开销测量（v(n) 曲线）里单 token "
+                        "前向的中位时间，乘以本次写出的 token 数。",
+                        "The plain lane was not run for this request: it is the median one-token forward of this "
+                        "machine's verify-cost measurement (the v(n) curve) times the tokens this run wrote."),
+    "time.compare_title": ("时间花在哪里：每种草稿方法第一次重复的每一步", "Where the time goes: every step of each "
+                           "drafter's first repeat"),
+    "even.title": ("接受率要多高才划算（本草稿方法、本形状、本机）", "How high must acceptance be to pay (this "
+                   "drafter, shape and machine)"),
+    "even.none": ("还没有起草过的步骤：点“单步”", "no drafting step yet: press Step"),
+    "even.model": ("模型：k = {k}，起草 {d:.2f} + 验证 {v:.2f} 次单 token 前向/步",
+                   "model: k = {k}, drafting {d:.2f} + verify {v:.2f} one-token forwards a step"),
+    "even.plain": ("普通解码（1×）", "plain decoding (1×)"),
+    "even.alpha_even": ("回本点 α = {a:.2f}", "break-even α = {a:.2f}"),
+    "even.run": ("本次运行（至今）", "this run (so far)"),
+    "even.run_hover": ("本次运行：每次验证得到 {tau:.2f} 个 token，相当于 α = {alpha:.2f}；测得加速 {s:.2f}×",
+                       "this run: {tau:.2f} tokens per verify, as the model gets at α = {alpha:.2f}; measured "
+                       "speedup {s:.2f}×"),
+    "even.axis_alpha": ("每个草稿 token 被接受的概率 α", "per-token acceptance α"),
+    "even.axis_speedup": ("期望加速（相对普通解码）", "expected speedup over plain decoding"),
+    "even.note": ("曲线：假设每个草稿 token 独立地以 α 被接受，每步得到 (1 − α^(k+1))/(1 − α) 个 token，"
+                  "代价是本次测得的起草时间加上 v(n) 曲线给出的验证时间（都以单 token 前向为单位）。"
+                  "点的横坐标是让模型得到本次测得 τ 的 α，纵坐标是本次测得的加速。",
+                  "The curve: every drafted token is kept independently with probability α, so a step yields "
+                  "(1 − α^(k+1))/(1 − α) tokens, at the cost of this run's measured drafting time plus the verify "
+                  "time the v(n) curve gives (both in one-token forwards). The point's x is the α at which the model "
+                  "yields this run's measured τ, its y this run's measured speedup."),
     "text.hover": ("第 {step} 步 · {kind} · “{text}” · id {token}", "step {step} · {kind} · “{text}” · id {token}"),
     # ---- KV ------------------------------------------------------------------------------------
     "kv.L": ("已占用（之前写入）", "live (earlier)"),

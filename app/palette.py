@@ -12,6 +12,7 @@ COLORS = {
     "not_reached": "#b8b8b8",  # drafted after a miss: never judged
     "proposed": "#8a9bb0",  # drafted, not verified yet (classroom illustration)
     "pruned": "#e4e4e4",  # scored by EAGLE-2's expansion, cut before the verify
+    "folded": "#f2f2f2",  # a collapsed branch the target never reached ("+N" nodes)
     "root": "#3d3d3d",  # the last committed token the draft hangs from
     "prompt": "#3d3d3d",
 }

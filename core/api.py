@@ -26,9 +26,11 @@ def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list
     return prompt_ids
 
 
-def build_decoder(request: DecodeRequest, *, record: bool = True) -> tuple[SpeculativeDecoder, list[int]]:
+def build_decoder(request: DecodeRequest, *, record: bool = True,
+                  inspect: bool = False) -> tuple[SpeculativeDecoder, list[int]]:
     """Load the request's models (cached) and return a decoder ready to run its prompt, with the
-    prompt's token ids. ``record=False`` skips building StepRecords (to measure their cost)."""
+    prompt's token ids. ``record=False`` skips building StepRecords (to measure their cost);
+    ``inspect=True`` adds the laws behind each acceptance to them (``core.records.detail``)."""
     preset = resolve_preset(request.preset)
 
     def load(path: str) -> LoadedModel:
@@ -42,7 +44,7 @@ def build_decoder(request: DecodeRequest, *, record: bool = True) -> tuple[Specu
         preset=preset, draft_ref=request.draft, load_model=load))
     if request.shape.auto and drafter_cls.drafts:
         drafter = GoodputController(drafter, cost_curve(target))
-    settings = request.decode_settings(record)
+    settings = request.decode_settings(record, inspect)
     run_info = {
         "prompt": request.prompt,
         "preset": request.preset,

@@ -16,6 +16,8 @@ MAX_MODEL_REF = 1000  # characters of a model folder path or hub id
 MAX_WIDTH = 8  # children per node of a full tree (EAGLE-2's top-k)
 MAX_DEPTH = 16  # draft levels
 MAX_TREE_NODES = 128  # nodes one verify may hold
+MAX_ALTERNATIVES = 5  # the target's top tokens an inspected step records per verified position
+MAX_REJECTION_TOKENS = 16  # candidate tokens an inspected step records for its rejected node
 
 # ---- the page (a shared server): tighter than a request's ---------------------------------------
 PAGE_MAX_PROMPT_CHARS = 2000

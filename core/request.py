@@ -117,9 +117,9 @@ class DecodeRequest(BaseModel):
     def drafter_class(self) -> type[Drafter]:
         return lookup(self.drafter)[0]
 
-    def decode_settings(self, record: bool = True) -> DecodeSettings:
+    def decode_settings(self, record: bool = True, inspect: bool = False) -> DecodeSettings:
         return DecodeSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=self.seed,
-                              block_size=self.block_size, record=record)
+                              block_size=self.block_size, record=record, inspect=inspect)
 
     def settings(self, settings: DecodeSettings) -> dict[str, Any]:
         """The run's recorded ``settings``: decode settings, shape, and every drafter option (None

@@ -13,6 +13,7 @@ from trace_cases import (EXAMPLE_TRACE, GEMMA_TRACE, RENDER_BUDGET_S, RESPONSE_B
                          write_blow_up_traces, write_lines, write_real_traces)
 
 from core import UserError, read_trace
+from core.records import detail
 from core.records import steps as records
 from core.records import trace as trace_schema
 
@@ -29,7 +30,7 @@ def test_every_trace_the_engine_writes_reads_back(traces):
         lines = read_lines(path)
         trace = read_trace(path)
         assert [s.to_dict() for s in trace.steps] == [
-            line | {"expansion": line.get("expansion"), "decision": line.get("decision")}
+            line | {"expansion": line.get("expansion"), "decision": line.get("decision"), "inspect": line.get("inspect")}
             for line in lines[1:-1]], name
         assert trace.summary["tokens"] == lines[-1]["tokens"] and trace.header["prompt"] == lines[0]["prompt"]
     assert read_trace(traces["eagle3"]).steps[0].expansion.kept_as
@@ -39,7 +40,9 @@ def test_every_trace_the_engine_writes_reads_back(traces):
 
 def test_the_schema_has_every_field_of_the_records():
     pairs = [(trace_schema.TraceStep, records.StepRecord), (trace_schema.TraceNode, records.NodeRecord),
-             (trace_schema.TraceToken, records.TokenRecord), (trace_schema.TraceKV, records.KVStepRecord)]
+             (trace_schema.TraceToken, records.TokenRecord), (trace_schema.TraceKV, records.KVStepRecord),
+             (trace_schema.TraceInspect, detail.InspectRecord), (trace_schema.TracePosition, detail.PositionRecord),
+             (trace_schema.TraceRejection, detail.RejectionRecord)]
     for model, record in pairs:
         assert set(model.model_fields) == {f.name for f in dataclasses.fields(record)}, model.__name__
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import html
 import math
+import unicodedata
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from core.records.detail import PositionRecord
 from core.records.steps import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
@@ -22,7 +24,30 @@ from .style import finish
 ROOT = -1
 NEXT = -2  # the target's token of the step
 PRUNED = 100_000  # key of pruned expansion candidate i: PRUNED + i
+FOLDED = 200_000  # key of the "+N" box under node k: FOLDED + k (FOLDED - 1 under the root)
 MAX_DRAWN_PRUNED = 72  # more would crowd the figure: then only the verified tree is drawn
+COLLAPSE_OVER = 40  # boxes: a larger tree folds its unreached branches (unless asked to expand them)
+SMALL = 24  # boxes: up to this many, big boxes with q and p written under them
+HIDDEN_KINDS = ("not_reached", "pruned")
+
+
+@dataclass(frozen=True)
+class Look:
+    """Sizes in pixels: the box, its text, and the row each leaf gets (box, q·p line, a gap)."""
+
+    marker: int
+    font: int
+    row: int
+    chars: int  # token text longer than this is cut (the tooltip has it whole)
+
+    @classmethod
+    def of(cls, boxes: int, probs_below: bool) -> "Look":
+        if boxes <= SMALL:
+            return cls(44, 14, 44 + (20 if probs_below else 8), 5)
+        return cls(28, 10, 28 + 6, 4)
+
+
+MARGIN_TOP, MARGIN_BOTTOM = 60, 60  # title, depth axis
 
 
 @dataclass(frozen=True)
@@ -95,7 +120,99 @@ def _short(text: str, limit: int = 5) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _hover(box: _Box, lang: str, show_probs: bool) -> str:
+def _fold(boxes: list[_Box]) -> list[_Box]:
+    """The boxes with every unreached branch (a not-reached or pruned node and all under it) folded
+    into one "+N" box under its drawn parent."""
+    hidden: set[int] = set()
+    for box in boxes:  # parents come before children
+        if box.kind in HIDDEN_KINDS or box.parent in hidden:
+            hidden.add(box.key)
+    counts: dict[int, int] = {}
+    first: dict[int, _Box] = {}
+    for box in boxes:
+        if box.key in hidden and box.parent not in hidden:
+            counts[box.parent] = counts.get(box.parent, 0)
+            first.setdefault(box.parent, box)
+    for box in boxes:
+        if box.key in hidden:
+            anchor = box
+            while anchor.parent in hidden:
+                anchor = next(b for b in boxes if b.key == anchor.parent)
+            counts[anchor.parent] += 1
+    kept = [b for b in boxes if b.key not in hidden]
+    for parent, n in counts.items():
+        x = first[parent].x
+        kept.append(_Box(FOLDED + (parent if parent >= 0 else -1), parent, x, f"+{n}", "folded"))
+    return kept
+
+
+def text_width(text: str, font: int) -> float:
+    """Pixels a label takes, roughly: a wide (CJK) character one em, any other 0.62 em."""
+    return sum(font if unicodedata.east_asian_width(ch) in "WF" else 0.62 * font for ch in text)
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """Where each drawn box is: column (depth) and row, and the pixel sizes the figure uses."""
+
+    keys: list[int]
+    columns: list[int]
+    rows: list[float]
+    labels: list[str]
+    look: Look
+    depth: int  # columns 0..depth
+    leaves: int
+    probs_below: bool  # "q 0.12 · p 0.34" written under each drafted node
+
+    @property
+    def height(self) -> int:
+        return MARGIN_TOP + MARGIN_BOTTOM + self.leaves * self.look.row
+
+    def label_boxes(self, plot_width: float) -> list[tuple[float, float, float, float]]:
+        """Each label's box ``(left, top, right, bottom)`` in pixels of the plot area, for a plot
+        area ``plot_width`` wide: the marker or its text, whichever is larger."""
+        column = plot_width / (self.depth + 1.2)  # the x range is [-0.6, depth + 0.6]
+        out = []
+        for key, col, row, label in zip(self.keys, self.columns, self.rows, self.labels):
+            x, y = (col + 0.6) * column, (row + 0.5) * self.look.row
+            half_w = max(self.look.marker, text_width(label, self.look.font)) / 2
+            half_h = max(self.look.marker, self.look.font * 1.3) / 2
+            bottom = y + half_h
+            if self.probs_below and 0 <= key < PRUNED:  # the q · p line under the box (10 px text)
+                half_w = max(half_w, text_width(PROBS_SAMPLE, 10) / 2)
+                bottom = y + 27 + 7
+            out.append((x - half_w, y - half_h, x + half_w, bottom))
+        return out
+
+
+PROBS_SAMPLE = "q 0.00 · p 0.00"
+
+
+def layout_tree(boxes: list[_Box], show_probs: bool = True) -> TreeLayout:
+    """Rows and sizes for ``boxes``; q and p are written under the boxes of a small, shallow tree."""
+    rows = _rows(boxes)
+    depth = max(b.x for b in boxes)
+    probs_below = show_probs and len(boxes) <= SMALL and depth <= 6
+    look = Look.of(len(boxes), probs_below)
+    labels = [_short(visible(b.token_text), look.chars) for b in boxes]
+    return TreeLayout([b.key for b in boxes], [b.x for b in boxes], [rows[b.key] for b in boxes], labels, look,
+                      depth, int(max(rows.values())) + 1, probs_below)
+
+
+def _log(value: float) -> str:
+    return f"{math.log(value):.2f}" if value > 0 else "−∞"
+
+
+def _alternatives(position: PositionRecord, lang: str) -> list[str]:
+    """The target's top tokens at a position and the entropy of its law there."""
+    lines = [t("tree.top5", lang, h=position.entropy)]
+    lines += [f"&nbsp;&nbsp;{html.escape(visible(text))} · {prob:.3f}" for text, prob in zip(position.texts, position.probs)]
+    return lines
+
+
+def _hover(box: _Box, lang: str, show_probs: bool, positions: dict[int, PositionRecord] | None = None) -> str:
+    if box.kind == "folded":
+        return t("tree.folded", lang, n=box.token_text.removeprefix("+"))
     lines = [f"<b>{html.escape(visible(box.token_text))}</b> · {t('kind.' + box.kind, lang)}"]
     if box.kind == "pruned":
         lines.append(f"{t('tree.depth', lang)} {box.x}")
@@ -104,10 +221,14 @@ def _hover(box: _Box, lang: str, show_probs: bool) -> str:
     elif box.key >= 0:
         lines.append(f"{t('tree.depth', lang)} {box.x}")
         if show_probs:
-            lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f}")
-            lines.append(f"p ({t('tree.p', lang)}) = {box.target_prob:.3f}")
+            lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f} · log q = {_log(box.draft_prob)}")
+            lines.append(f"p ({t('tree.p', lang)}) = {box.target_prob:.3f} · log p = {_log(box.target_prob)}")
         if box.proposer:
             lines.append(f"{t('tree.proposer', lang)}: {html.escape(box.proposer)}")
+    if positions and box.key >= 0 or positions and box.key == NEXT:
+        position = positions.get(box.parent)
+        if position is not None and box.key < PRUNED:
+            lines += _alternatives(position, lang)
     return "<br>".join(lines)
 
 
@@ -150,26 +271,43 @@ def _edges(boxes: list[_Box], rows: dict[int, float], accepted_path: set[int]) -
     ]
 
 
-def tree_figure(record: StepRecord, lang: str) -> go.Figure:
-    """The draft tree of one step of a run."""
+def tree_figure(record: StepRecord, lang: str, collapse: bool | None = None) -> go.Figure:
+    """The draft tree of one step of a run; ``collapse``: fold unreached branches (None: when large)."""
+    positions = {p.parent: p for p in record.inspect.positions} if record.inspect is not None else None
     return draw_tree(record.root, record.nodes, record.next, lang, t("tree.title", lang, step=record.step + 1),
-                     expansion=record.expansion)
+                     expansion=record.expansion, positions=positions, collapse=collapse)
+
+
+def tree_boxes(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None,
+               expansion: ExpansionRecord | None = None, collapse: bool | None = None) -> list[_Box]:
+    """The boxes drawn: every node, the target's token, EAGLE-2's pruned candidates, and -- folding
+    (``collapse``; None: when there are more than ``COLLAPSE_OVER``) -- unreached branches as "+N"."""
+    boxes = _boxes(root, nodes, next_token) + _pruned_boxes(expansion)
+    if collapse or (collapse is None and len(boxes) > COLLAPSE_OVER):
+        boxes = _fold(boxes)
+    return boxes
 
 
 def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None, lang: str, title: str,
-              *, show_probs: bool = True, expansion: ExpansionRecord | None = None) -> go.Figure:
+              *, show_probs: bool = True, expansion: ExpansionRecord | None = None,
+              positions: dict[int, PositionRecord] | None = None, collapse: bool | None = None) -> go.Figure:
     """A draft tree under ``root`` with the target's ``next_token`` (None: not verified yet).
 
     ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom.
     ``expansion``: EAGLE-2's scored tree (StepRecord.expansion); its pruned nodes are drawn faded.
+    ``positions``: the target's top alternatives after each node (StepRecord.inspect), for the tooltips.
     """
-    boxes = _boxes(root, nodes, next_token) + _pruned_boxes(expansion)
-    rows = _rows(boxes)
+    boxes = tree_boxes(root, nodes, next_token, expansion, collapse)
+    layout = layout_tree(boxes, show_probs)
+    depth, probs_below = layout.depth, layout.probs_below
+    rows = dict(zip(layout.keys, layout.rows))
+    label = dict(zip(layout.keys, layout.labels))
+    look = layout.look
     accepted_path = {b.key for b in boxes if b.kind == "accepted"}
     fig = go.Figure(_edges(boxes, rows, accepted_path))
-    small = len(boxes) <= 24
+    small = len(boxes) <= SMALL
     for kind in ("root", "proposed", "accepted", "rejected", "not_reached", "correction", "bonus", "target",
-                 "pruned"):
+                 "pruned", "folded"):
         group = [b for b in boxes if b.kind == kind]
         if not group:
             continue
@@ -178,26 +316,26 @@ def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecor
             y=[rows[b.key] for b in group],
             mode="markers+text",
             name=t("kind." + kind, lang),
-            text=[html.escape(_short(visible(b.token_text))) for b in group],
-            textfont={"color": "#555555" if kind == "pruned" else "white", "size": 14 if small else 10},
-            marker={"symbol": "square", "size": 44 if small else 28, "color": COLORS[kind],
+            text=[html.escape(label[b.key]) for b in group],
+            textfont={"color": "#555555" if kind in ("pruned", "folded") else "white", "size": look.font},
+            marker={"symbol": "square", "size": look.marker, "color": COLORS[kind],
                     "line": {"color": "white", "width": 1}},
-            hovertext=[_hover(b, lang, show_probs) for b in group],
+            hovertext=[_hover(b, lang, show_probs, positions) for b in group],
             hoverinfo="text",
         ))
     for trace in _proposer_outlines(boxes, rows, small, lang):
         fig.add_trace(trace)
-    if show_probs and small:
+    if probs_below:
         for box in boxes:
             if 0 <= box.key < PRUNED:
                 fig.add_annotation(x=box.x, y=rows[box.key], yshift=-27, showarrow=False,
                                    text=f"q {box.draft_prob:.2f} · p {box.target_prob:.2f}",
                                    font={"size": 10, "color": "#555555"})
-    leaves = max(rows.values()) + 1
-    depth = max(b.x for b in boxes)
+    leaves = layout.leaves
     fig.update_xaxes(range=[-0.6, depth + 0.6], tickmode="array", tickvals=list(range(depth + 1)),
                      ticktext=[t("tree.root", lang)] + [str(d) for d in range(1, depth + 1)],
                      title=t("tree.depth", lang), showgrid=False)
-    fig.update_yaxes(visible=False, range=[leaves - 0.4, -0.6])
-    height = int(min(900, 150 + 62 * leaves)) if small else int(min(1400, 150 + 32 * leaves))
-    return finish(fig, title, height)
+    fig.update_yaxes(visible=False, range=[leaves - 0.5, -0.5])
+    fig = finish(fig, title, layout.height)
+    fig.update_layout(margin={"t": MARGIN_TOP, "b": MARGIN_BOTTOM}, dragmode="zoom")
+    return fig

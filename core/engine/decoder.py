@@ -33,6 +33,7 @@ class DecodeSettings:
     seed: int = 0
     block_size: int = 16
     record: bool = True  # build a StepRecord per step (off only to measure the recording's cost)
+    inspect: bool = False  # record the laws behind each step's acceptance (core.records.detail), for the page
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ class SpeculativeDecoder:
             pool = PagedKVCache.for_model(self.target.model, math.ceil(capacity / s.block_size) + 1, s.block_size)
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
-        self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter) if s.record else None
+        self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter, inspect=s.inspect) if s.record else None
         self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)

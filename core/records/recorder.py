@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from core.drafters.base import Drafter
 from core.records.steps import KVStepRecord, NodeRecord, StepRecord, TokenRecord
 from core.runtime.acceptance import Acceptance, TargetView, node_status
+from core.runtime.inspect import inspect_step
 from core.runtime.kv_cache import CommitStats, RequestKV
 from core.runtime.tree import DraftTree
 
@@ -77,6 +78,7 @@ class StepRecorder:
     tokenizer: object
     kv: RequestKV  # the request's target cache, read after the step's commit
     drafter: Drafter
+    inspect: bool = False  # also record the laws behind each acceptance (core.records.detail)
     records: list[StepRecord] = field(default_factory=list)
 
     def __post_init__(self):
@@ -101,6 +103,7 @@ class StepRecorder:
             finished=o.finished,
             expansion=self._expansion(),
             decision=self._decision(o),
+            inspect=inspect_step(tree, o.target, acceptance, text.piece) if self.inspect else None,
         )
         self.records.append(record)
         return record

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from core.errors import UserError
 from core.files import check_output_file, write_atomic
+from core.records.detail import InspectRecord
 
 TRACE_SCHEMA = 1
 
@@ -96,6 +97,7 @@ class StepRecord:
     finished: bool
     expansion: ExpansionRecord | None = None  # EAGLE-2's tree before pruning; None for drafters that do not prune
     decision: DecisionRecord | None = None  # the goodput controller's, with --k auto / --tree auto
+    inspect: InspectRecord | None = None  # the laws behind the acceptance (DecodeSettings.inspect)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
@@ -113,6 +115,8 @@ class StepRecord:
             data["expansion"] = ExpansionRecord(**_known_fields(ExpansionRecord, data["expansion"]))
         if data.get("decision") is not None:
             data["decision"] = DecisionRecord(**_known_fields(DecisionRecord, data["decision"]))
+        if data.get("inspect") is not None:
+            data["inspect"] = InspectRecord.from_dict(data["inspect"])
         return cls(**data)
 
 

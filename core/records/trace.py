@@ -18,9 +18,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from core.errors import UserError
-from core.limits import (MAX_BLOCK_SIZE, MAX_DEPTH, MAX_LABEL, MAX_MODEL_REF, MAX_NEW_TOKENS, MAX_OUTPUT_CHARS,
-                         MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, MAX_SECONDS, MAX_SEED, MAX_TEMPERATURE, MAX_TOKEN_ID,
-                         MAX_TOKEN_TEXT, MAX_TRACE_BYTES, MAX_TRACE_LINES, MAX_TREE_NODES, MAX_WIDTH, MIB)
+from core.limits import (MAX_ALTERNATIVES, MAX_BLOCK_SIZE, MAX_DEPTH, MAX_LABEL, MAX_MODEL_REF, MAX_NEW_TOKENS,
+                         MAX_OUTPUT_CHARS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, MAX_REJECTION_TOKENS, MAX_SECONDS,
+                         MAX_SEED, MAX_TEMPERATURE, MAX_TOKEN_ID, MAX_TOKEN_TEXT, MAX_TRACE_BYTES, MAX_TRACE_LINES,
+                         MAX_TREE_NODES, MAX_WIDTH, MIB)
 from core.records.steps import TRACE_SCHEMA, StepRecord, Trace
 
 MAX_EXPANSION = MAX_WIDTH + (MAX_DEPTH - 1) * MAX_WIDTH**2  # EAGLE-2 scores top_k + (depth - 1) * top_k^2
@@ -72,6 +73,7 @@ class TraceSettings(_Record):
     device: Label | None = None
     dtype: Label | None = None
     record: bool | None = None
+    inspect: bool | None = None  # steps carry the laws behind their acceptance (``inspect``)
     auto: bool | None = None  # the goodput controller chose how much of the shape to verify
 
 
@@ -222,6 +224,58 @@ class TraceDecision(_Record):
     probe: bool = False
 
 
+Nats = Annotated[float, Field(ge=0.0, le=64.0, allow_inf_nan=False)]  # ln(2**24) < 17
+NodeOrRoot = Annotated[int, Field(ge=-1, lt=MAX_TREE_NODES)]
+Candidates = Annotated[list[Probability], Field(max_length=MAX_REJECTION_TOKENS)]
+
+
+class TracePosition(_Record):
+    """The target's top alternatives and entropy after one node (``core.records.detail``)."""
+
+    parent: NodeOrRoot
+    tokens: Annotated[list[TokenId], Field(max_length=MAX_ALTERNATIVES)]
+    texts: Annotated[list[Text], Field(max_length=MAX_ALTERNATIVES)]
+    probs: Annotated[list[Probability], Field(max_length=MAX_ALTERNATIVES)]
+    entropy: Nats
+
+    @model_validator(mode="after")
+    def _parallel(self) -> "TracePosition":
+        if not len(self.tokens) == len(self.texts) == len(self.probs):
+            raise ValueError("tokens, texts and probs must have one entry per alternative")
+        return self
+
+
+class TraceRejection(_Record):
+    """The refused node's laws: p, q and the residual over a few candidate tokens."""
+
+    parent: NodeOrRoot
+    tried: Annotated[list[Annotated[int, Field(ge=0, lt=MAX_TREE_NODES)]], Field(min_length=1, max_length=MAX_TREE_NODES)]
+    accept_probs: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES)]
+    temperature: Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
+    next_token: TokenId
+    tokens: Annotated[list[TokenId], Field(max_length=MAX_REJECTION_TOKENS)]
+    texts: Annotated[list[Text], Field(max_length=MAX_REJECTION_TOKENS)]
+    target_probs: Candidates
+    target_other: Probability
+    draft_probs: Candidates | None = None
+    draft_other: Probability | None = None
+    residual_probs: Candidates | None = None
+    residual_other: Probability | None = None
+
+    @model_validator(mode="after")
+    def _parallel(self) -> "TraceRejection":
+        n = len(self.tokens)
+        lists = [self.texts, self.target_probs, self.draft_probs, self.residual_probs]
+        if len(self.accept_probs) != len(self.tried) or any(x is not None and len(x) != n for x in lists):
+            raise ValueError("one accept_prob per tried node, and one text and probability per candidate token")
+        return self
+
+
+class TraceInspect(_Record):
+    positions: Annotated[list[TracePosition], Field(max_length=MAX_TREE_NODES + 1)]
+    rejection: TraceRejection | None = None
+
+
 class TraceStep(_Record):
     step: Annotated[int, Field(ge=0, lt=MAX_NEW_TOKENS)]
     root: TraceToken
@@ -238,6 +292,7 @@ class TraceStep(_Record):
     finished: bool
     expansion: TraceExpansion | None = None
     decision: TraceDecision | None = None
+    inspect: TraceInspect | None = None  # traces written before it was recorded have none
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "TraceStep":
@@ -264,6 +319,15 @@ class TraceStep(_Record):
             raise ValueError("accepted_length must count the accepted nodes, which form one path from the root")
         if self.expansion is not None and max(self.expansion.kept_as, default=-1) >= len(self.nodes):
             raise ValueError("expansion.kept_as names a node the tree does not have")
+        if self.inspect is not None:
+            named = [p.parent for p in self.inspect.positions]
+            rejection = self.inspect.rejection
+            if rejection is not None:
+                named += [rejection.parent, *rejection.tried]
+                if any(c >= len(self.nodes) or self.nodes[c].parent != rejection.parent for c in rejection.tried):
+                    raise ValueError("inspect.rejection.tried must be children of its parent")
+            if max(named, default=-1) >= len(self.nodes):
+                raise ValueError("inspect names a node the tree does not have")
 
     def _check_tokens(self) -> None:
         if self.root.kind != "root" or self.next.kind not in ("correction", "bonus", "target"):

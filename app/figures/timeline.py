@@ -1,0 +1,91 @@
+"""Where the time goes: one request as lanes of steps, each step a bar split into drafting and
+verifying time, scaled to the measured seconds, with the tokens it emitted marked at its end.
+
+Step by step draws two lanes: the run itself, from its StepRecords, and plain decoding -- one target
+forward per token, each as long as the one-token forward the verify-cost probe measured on this
+machine (``core.cost.curve``), which the lane's name says. Compare draws one lane per drafter from
+its first repeat's records; its ``none`` lane is a real plain run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from core.records.steps import StepRecord
+
+from ..i18n import t
+from ..palette import COLORS
+from .style import finish
+
+DRAFT_COLOR = "#8a9bb0"
+MAX_MARKED_STEPS = 80  # more steps than this on a lane: token counts on hover only
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    draft_s: list[float]  # per step
+    verify_s: list[float]
+    tokens: list[int]  # emitted per step
+
+    @classmethod
+    def of(cls, name: str, records: list[StepRecord]) -> "Lane":
+        return cls(name, [r.draft_s for r in records], [r.verify_s for r in records], [len(r.emitted) for r in records])
+
+    @classmethod
+    def plain(cls, name: str, tokens: int, forward_s: float) -> "Lane":
+        """``tokens`` one-token steps of ``forward_s`` each (a measured forward, not this request's)."""
+        return cls(name, [0.0] * tokens, [forward_s] * tokens, [1] * tokens)
+
+    @property
+    def starts(self) -> list[float]:
+        """When each step begins: the steps back to back from 0 (time between steps is not the engine's)."""
+        out, clock = [], 0.0
+        for draft, verify in zip(self.draft_s, self.verify_s):
+            out.append(clock)
+            clock += draft + verify
+        return out
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.draft_s) + sum(self.verify_s)
+
+
+def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
+    """One horizontal lane per ``Lane``, top to bottom in the order given."""
+    fig = go.Figure()
+    names = [lane.name for lane in lanes]
+    for part, color in (("draft", DRAFT_COLOR), ("verify", COLORS["target"])):
+        x, base, y, hover = [], [], [], []
+        for lane in lanes:
+            seconds = lane.draft_s if part == "draft" else lane.verify_s
+            for i, (start, draft, value) in enumerate(zip(lane.starts, lane.draft_s, seconds)):
+                x.append(value)
+                base.append(start + (draft if part == "verify" else 0.0))
+                y.append(lane.name)
+                hover.append(t("time.hover", lang, step=i + 1, part=t(f"time.{part}", lang), ms=value * 1e3,
+                               tokens=lane.tokens[i]))
+        fig.add_trace(go.Bar(x=x, base=base, y=y, orientation="h", name=t(f"time.{part}", lang), marker_color=color,
+                             marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text"))
+    ends_x, ends_y, counts = [], [], []
+    for lane in lanes:
+        for start, draft, verify, tokens in zip(lane.starts, lane.draft_s, lane.verify_s, lane.tokens):
+            ends_x.append(start + draft + verify)
+            ends_y.append(lane.name)
+            counts.append(tokens)
+    few = max((len(lane.tokens) for lane in lanes), default=0) <= MAX_MARKED_STEPS
+    fig.add_trace(go.Scatter(
+        x=ends_x, y=ends_y, mode="markers+text" if few else "markers", text=[f"+{n}" for n in counts],
+        textposition="top center", textfont={"size": 9, "color": COLORS["accepted"]},
+        name=t("time.tokens", lang), hoverinfo="skip",
+        marker={"symbol": "line-ns-open", "size": 14, "color": COLORS["accepted"], "line": {"width": 2}}))
+    for lane in lanes:
+        fig.add_annotation(x=lane.total_s, y=lane.name, xanchor="left", showarrow=False, xshift=6,
+                           text=t("time.total", lang, s=lane.total_s, tokens=sum(lane.tokens)),
+                           font={"size": 11, "color": "#444444"})
+    longest = max((lane.total_s for lane in lanes), default=1.0) or 1.0
+    fig.update_xaxes(title=t("time.axis", lang), range=[0, longest * 1.22])
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True)
+    fig.update_layout(barmode="overlay", bargap=0.45)
+    return finish(fig, title or t("time.title", lang), 150 + 70 * len(lanes))

@@ -1,0 +1,188 @@
+"""The lesson's panels as pure functions of StepRecords: the lossless picture draws the recorded laws
+(its residual sums to 1), the timeline's bars are the recorded times, the break-even curve is the
+speedup model with this run's costs, and trees up to the engine's 128 nodes keep every label apart."""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from app.figures.breakeven import ALPHAS, alpha_for_tau, break_even, breakeven_figure
+from app.figures.lossless import bars, lossless_figure, lossless_text
+from app.figures.timeline import Lane, timeline_figure
+from app.figures.tree import FOLDED, layout_tree, tree_boxes, tree_figure
+from core import DecodeRequest, build_decoder
+from core.cost.curve import CostCurve
+from core.cost.theory import tokens_per_verify
+from core.records.steps import NodeRecord, TokenRecord
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def inspected_run(temperature: float, **options):
+    request = DecodeRequest.of("我爱", drafter="draft", k=4, temperature=temperature, seed=3, max_new_tokens=12,
+                               **options)
+    decoder, prompt_ids = build_decoder(request, inspect=True)
+    return list(decoder.steps(prompt_ids))
+
+
+@pytest.fixture(scope="module")
+def sampled():
+    return inspected_run(0.8)
+
+
+@pytest.fixture(scope="module")
+def greedy():
+    return inspected_run(0.0)
+
+
+def refused(records):
+    return next(r for r in records if r.inspect.rejection is not None)
+
+
+def test_the_lossless_picture_draws_the_recorded_laws(sampled):
+    record = refused(sampled)
+    rejection = record.inspect.rejection
+    drawn = bars(record)
+    assert math.fsum(drawn.residual) == pytest.approx(1.0, abs=1e-5)
+    assert drawn.target == [*rejection.target_probs, rejection.target_other]
+    assert drawn.residual == [*rejection.residual_probs, rejection.residual_other]
+    fig = lossless_figure(record, "en")
+    by_name = {trace.name: list(trace.y) for trace in fig.data}
+    assert by_name["residual"] == drawn.residual and by_name["q (draft)"] == drawn.draft
+    drafted = record.nodes[rejection.tried[0]]
+    assert drawn.labels[drawn.drafted[0]] == drafted.text.replace(" ", "␣").replace("\n", "↵") or drafted.text
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert f"kept with {rejection.accept_probs[0]:.3f}" in notes and "the correction drawn" in notes
+    text = lossless_text(record, "en")
+    assert "min(1, p(x)/q(x))" in text and "norm(max(0, p − q))" in text
+    assert f"{rejection.accept_probs[0]:.3f} chance" in text
+
+
+def test_at_temperature_0_the_panel_says_exact_match_and_shows_the_argmax(greedy):
+    record = refused(greedy)
+    drawn = bars(record)
+    assert drawn.residual is None
+    argmax = drawn.target.index(max(drawn.target[:-1]))
+    assert drawn.chosen == argmax  # the correction is the target's argmax
+    text = lossless_text(record, "en")
+    assert "exactly its argmax" in text and f'"{drawn.labels[argmax]}"' in text
+    assert "argmax" in " ".join(a.text for a in lossless_figure(record, "zh").layout.annotations)
+    assert "贪心" in lossless_text(record, "zh")
+
+
+def test_a_step_that_refused_nothing_says_so(sampled):
+    kept = [r for r in sampled if r.inspect.rejection is None]
+    for record in kept:
+        assert bars(record) is None and "nothing was refused" in lossless_text(record, "en")
+
+
+def test_the_timeline_bars_are_the_recorded_times(sampled):
+    plain = Lane.plain("plain", sum(len(r.emitted) for r in sampled), 0.01)
+    fig = timeline_figure([Lane.of("run", sampled), plain], "en")
+    draft, verify = fig.data[0], fig.data[1]
+    n = len(sampled)
+    assert list(draft.x[:n]) == [r.draft_s for r in sampled] and list(verify.x[:n]) == [r.verify_s for r in sampled]
+    ends = list(itertools.accumulate(r.draft_s + r.verify_s for r in sampled))
+    assert list(verify.base[:n]) == pytest.approx([e - r.verify_s for e, r in zip(ends, sampled)])
+    assert list(verify.x[n:]) == [0.01] * plain.tokens.__len__() and sum(plain.tokens) == len(plain.tokens)
+    assert [int(x.lstrip("+")) for x in fig.data[2].text[:n]] == [len(r.emitted) for r in sampled]
+
+
+CURVE = CostCurve(tokens=[1, 2, 4, 8, 16, 32], ratio=[1.0, 1.05, 1.1, 1.3, 1.8, 2.9], forward_s=0.01, device="cpu",
+                  threads=1, model="hand-made")
+
+
+def test_the_break_even_curve_is_the_model_with_the_runs_costs(sampled):
+    model = break_even(sampled, CURVE)
+    per_step = model.draft_cost + model.verify_cost
+    assert model.speedups == pytest.approx([tokens_per_verify(a, model.k) / per_step for a in ALPHAS])
+    if model.alpha_even is not None:
+        i = ALPHAS.index(model.alpha_even)
+        assert model.speedups[i] >= 1.0 and (i == 0 or model.speedups[i - 1] < 1.0)
+    assert tokens_per_verify(model.alpha, model.k) == pytest.approx(min(model.tau, model.k + 1), abs=1e-6)
+    draft = sum(r.draft_s for r in sampled) / len(sampled) / CURVE.forward_s
+    verify = sum(r.verify_s for r in sampled) / len(sampled) / CURVE.forward_s
+    assert model.measured == pytest.approx(model.tau / (draft + verify))
+    fig = breakeven_figure(model, "en")
+    assert list(fig.data[1].x) == [model.alpha] and list(fig.data[1].y) == [model.measured]
+    assert break_even(sampled[:0], CURVE) is None
+
+
+def test_alpha_for_tau_inverts_the_model():
+    for k in (1, 4, 8):
+        for alpha in (0.1, 0.5, 0.9):
+            assert alpha_for_tau(tokens_per_verify(alpha, k), k) == pytest.approx(alpha, abs=1e-6)
+
+
+def random_tree(n: int, seed: int, width: int = 8) -> list[NodeRecord]:
+    """A tree of ``n`` nodes, up to ``width`` children each, with one accepted path and CJK and Latin tokens."""
+    rng = random.Random(seed)
+    parents, depth = [], {-1: 0}
+    for i in range(n):
+        options = [p for p in [-1, *range(i)] if parents.count(p) < width and depth[p] < 16]
+        parent = rng.choice(options[-12:])
+        parents.append(parent)
+        depth[i] = depth[parent] + 1
+    accepted, node = set(), -1
+    while True:
+        kids = [i for i, p in enumerate(parents) if p == node]
+        if not kids or len(accepted) >= 3:
+            break
+        node = kids[0]
+        accepted.add(node)
+    texts = ["中国人", " the", "我", "ing", "，", "春眠不觉晓"]
+    nodes = []
+    for i, parent in enumerate(parents):
+        status = ("accepted" if i in accepted else
+                  "rejected" if parent == -1 or parent in accepted else "not_reached")
+        nodes.append(NodeRecord(i, i, texts[i % len(texts)], parent, depth[i], 0.5, 0.25, status, "draft"))
+    return nodes
+
+
+def overlaps(boxes) -> list[tuple[int, int]]:
+    return [(i, j) for i, j in itertools.combinations(range(len(boxes)), 2)
+            if boxes[i][0] < boxes[j][2] and boxes[j][0] < boxes[i][2]
+            and boxes[i][1] < boxes[j][3] and boxes[j][1] < boxes[i][3]]
+
+
+@pytest.mark.parametrize("n", [24, 60, 128])
+@pytest.mark.parametrize("collapse", [False, None])
+def test_no_two_labels_overlap(n, collapse):
+    root, nxt = TokenRecord(1, "我", "root"), TokenRecord(2, "爱", "correction")
+    for seed in range(3):
+        nodes = random_tree(n, seed)
+        layout = layout_tree(tree_boxes(root, nodes, nxt, collapse=collapse))
+        assert not overlaps(layout.label_boxes(plot_width=900)), (n, seed)
+        fig = tree_figure_of(root, nodes, nxt, collapse)
+        drawn = sum(len(trace.text) for trace in fig.data if trace.mode == "markers+text")
+        assert drawn == len(layout.keys) and fig.layout.height == layout.height
+
+
+def tree_figure_of(root, nodes, nxt, collapse):
+    from app.figures.tree import draw_tree
+
+    return draw_tree(root, nodes, nxt, "en", "t", collapse=collapse)
+
+
+def test_folding_keeps_the_reached_tree_and_counts_the_rest():
+    root, nxt = TokenRecord(1, "我", "root"), TokenRecord(2, "爱", "correction")
+    nodes = random_tree(128, 0)
+    boxes = tree_boxes(root, nodes, nxt)  # large: folded by default
+    folded = [b for b in boxes if b.key >= FOLDED]
+    unreached = sum(n.status == "not_reached" for n in nodes)
+    assert sum(int(b.token_text.lstrip("+")) for b in folded) == unreached > 0
+    assert {b.key for b in boxes if 0 <= b.key < FOLDED} == {n.id for n in nodes if n.status != "not_reached"}
+    assert len(tree_boxes(root, nodes, nxt, collapse=False)) == len(nodes) + 2
+
+
+def test_a_node_tooltip_has_log_probs_alternatives_and_entropy(sampled):
+    record = sampled[0]
+    fig = tree_figure(record, "en")
+    hovers = " ".join(h for trace in fig.data if trace.hovertext for h in trace.hovertext)
+    root_position = next(p for p in record.inspect.positions if p.parent == -1)
+    assert f"entropy {root_position.entropy:.2f} nats" in hovers
+    assert "log q = " in hovers and "log p = " in hovers
+    assert f"{root_position.probs[0]:.3f}" in hovers
