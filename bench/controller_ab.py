@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 import core.api as api  # noqa: E402
 import core.drafters.controller as current  # noqa: E402
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.studies.bench import BenchConfig, engine_runner, summarize, time_interleaved  # noqa: E402
+from core.cost.timing import prompt_speedups  # noqa: E402
+from core.studies.bench import BenchConfig, engine_runner, summarize, time_prompts, walls  # noqa: E402
 
 
 def controller_at(rev: str):
@@ -87,16 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         (f"{spec} @ {name}", spec, module) for spec in args.specs.split(",") for name, module in controllers
     ]
     runs = {label: [runner(config, p, spec, module) for p in prompts] for label, spec, module in variants}
-    timings = time_interleaved(runs, args.repeats, lambda message: print(message, file=sys.stderr))
+    timings = time_prompts(runs, args.repeats, lambda message: print(message, file=sys.stderr))
     rows = summarize(timings, "none", prompts)
-    medians = {label: [statistics.median(t.wall_s for t in repeats) for repeats in per_prompt]
-               for label, per_prompt in timings.items()}
     print(f"{args.preset}, {len(prompts)} prompts x {args.max_new_tokens} tokens, {args.repeats} interleaved repeats, "
           f"{args.threads} threads; speedup over none (median over prompts)\n")
     print("| run | pooled | zh | en | worst prompt | per prompt |\n|---|---|---|---|---|---|")
     for label, row in rows.items():
         halves = row["speedup_by_language"]
-        per_prompt = [base / wall for base, wall in zip(medians["none"], medians[label])]
+        per_prompt = prompt_speedups(walls(timings["none"]), walls(timings[label]))
         print(f"| {label} | {row['speedup']:.3f} | {halves.get('zh', float('nan')):.3f} | "
               f"{halves.get('en', float('nan')):.3f} | {row['min_speedup']:.3f} | "
               f"{' '.join(f'{r:.2f}' for r in per_prompt)} |")

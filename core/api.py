@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from core.cost.curve import cost_curve
+from core.cost.curve import CostCurve, cost_curve
 from core.drafters import DEFAULT_DRAFTER, DrafterInputs
 from core.drafters.controller import GoodputController
 from core.engine.batch import BatchDecoder
@@ -27,10 +27,14 @@ def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list
 
 
 def build_decoder(request: DecodeRequest, *, record: bool = True,
-                  inspect: bool = False) -> tuple[SpeculativeDecoder, list[int]]:
+                  inspect: bool = False, cost: CostCurve | None = None) -> tuple[SpeculativeDecoder, list[int]]:
     """Load the request's models (cached) and return a decoder ready to run its prompt, with the
     prompt's token ids. ``record=False`` skips building StepRecords (to measure their cost);
-    ``inspect=True`` adds the laws behind each acceptance to them (``core.records.detail``)."""
+    ``inspect=True`` adds the laws behind each acceptance to them (``core.records.detail``).
+
+    An ``auto`` shape needs the target's verify-cost curve: ``cost`` when given (measured for this
+    target, ``core.cost.curve.cost_curve``), else the cached one; where none is cached it is
+    measured first (seconds to a minute), announced by a progress line on stderr."""
     preset = resolve_preset(request.preset)
 
     def load(path: str) -> LoadedModel:
@@ -43,7 +47,7 @@ def build_decoder(request: DecodeRequest, *, record: bool = True,
         target=target, shape=request.shape if drafter_cls.drafts else None, block_size=request.block_size,
         preset=preset, draft_ref=request.draft, load_model=load))
     if request.shape.auto and drafter_cls.drafts:
-        drafter = GoodputController(drafter, cost_curve(target))
+        drafter = GoodputController(drafter, cost if cost is not None else cost_curve(target))
     settings = request.decode_settings(record, inspect)
     run_info = {
         "prompt": request.prompt,

@@ -54,7 +54,7 @@ def test_series_end_where_the_engine_ends(runs, kind):
     result = runs[kind]
     s = run_series(result.steps)
     assert s.steps == list(range(1, len(result.steps) + 1))
-    assert s.running_tokens_per_forward[-1] == pytest.approx(result.mean_accepted_tokens)
+    assert s.running_tokens_per_forward[-1] == pytest.approx(result.tau)
     assert s.per_position_acceptance == pytest.approx(result.per_position_acceptance)
     if result.draft_tokens_proposed:
         assert s.running_acceptance[-1] == pytest.approx(result.acceptance_rate)
@@ -195,7 +195,7 @@ def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
     v_model = sum(CURVE.v(len(r.nodes) + 1) for r in records) / len(records)
     assert point.v_model == pytest.approx(v_model)
     assert point.c == pytest.approx(cost.draft / 4)
-    assert point.predicted == pytest.approx(runs["chain"].mean_accepted_tokens / (cost.draft + v_model))
+    assert point.predicted == pytest.approx(runs["chain"].tau / (cost.draft + v_model))
     assert point.predicted == pytest.approx(predicted_speedup(point.tokens_per_verify, 4, point.c, v_model))
     assert point.draft_cost == metrics.draft_cost(records)
     assert point.v == pytest.approx(sum(r.verify_s for r in records) / len(records) / forward_s)

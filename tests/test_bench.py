@@ -33,7 +33,7 @@ def result(prompts_file):
 def test_json_has_the_fields_the_issue_lists(result):
     for name in ("none", "draft", "ngram"):
         row = result["drafters"][name]
-        assert {"tokens_per_s", "speedup", "mean_accepted_tokens", "acceptance_rate", "target_forwards"} <= set(row)
+        assert {"tokens_per_s", "speedup", "tau", "acceptance_rate", "target_forwards"} <= set(row)
         assert row["identical_to_baseline"]
     for name in ("generate", "assisted", "prompt_lookup"):
         assert result["hf"][name]["tokens_per_s"] > 0 and result["hf"][name]["speedup"] > 0
@@ -104,7 +104,7 @@ def test_the_table_puts_each_language_under_its_own_heading():
     from core.studies.bench import markdown_table
 
     row = {"tokens_per_s": 30.0, "speedup": 1.5, "min_speedup": 1.1, "speedup_by_language": {"en": 1.25, "zh": 2.5},
-           "mean_accepted_tokens": 2.0, "acceptance_rate": 0.5, "identical_to_baseline": True}
+           "tau": 2.0, "acceptance_rate": 0.5, "identical_to_baseline": True}
     result = {"preset": "tiny", "prompts": 2, "max_new_tokens": 8, "repeats": 1, "k": 4, "tree": None,
               "torch_threads": 1, "drafters": {"ngram": row, "half": {**row, "speedup_by_language": {"en": 1.0}}},
               "hf": {}}
@@ -118,14 +118,19 @@ def test_tau_and_identity_count_every_repeat():
     """An ``auto`` run learns from the repeats before it, so its repeats differ: τ and acceptance pool
     them all (they used to read the first repeat alone), and one repeat whose output differs from
     ``none`` makes the row not identical."""
+    from core.records.metrics import Tallies
     from core.studies.bench import Timing, summarize
+
+    def totals(forwards, proposed=0, accepted=0):
+        return Tallies(steps=forwards, new_tokens=4, draft_tokens=proposed, accepted_tokens=accepted)
 
     same = [5, 6, 7, 8]
     timings = {
-        "none": [[Timing(1.0, same, 4), Timing(1.0, same, 4)]],
-        "learns": [[Timing(1.0, same, 4, proposed=2, accepted=0), Timing(0.5, same, 2, proposed=4, accepted=2)]],
-        "strays": [[Timing(1.0, same, 4), Timing(1.0, [5, 6, 7, 9], 4)]],
+        "none": [[Timing(1.0, same, totals(4)), Timing(1.0, same, totals(4))]],
+        "learns": [[Timing(1.0, same, totals(4, proposed=2, accepted=0)),
+                    Timing(0.5, same, totals(2, proposed=4, accepted=2))]],
+        "strays": [[Timing(1.0, same, totals(4)), Timing(1.0, [5, 6, 7, 9], totals(4))]],
     }
     rows = summarize(timings, "none", ["the prompt"])
-    assert rows["learns"]["mean_accepted_tokens"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
+    assert rows["learns"]["tau"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
     assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]

@@ -73,7 +73,7 @@ def flag_lines(comparison: Comparison, lang: str) -> list[str]:
         if "above_tau" in flags:
             lines.append(t("cmp.flag.above_tau", lang, label=setup.label, speedup=speedup.median, tau=setup.tau))
         if "v_below_one" in flags:
-            v = metrics.verify_cost(setup.records, comparison.forward_s)
+            v = comparison.verify_cost(setup)
             lines.append(t("cmp.flag.v_below_one", lang, label=setup.label, v=v))
         if "noisy" in flags:
             spread = max(s.relative for s in (comparison.wall(setup), speedup) if s is not None)

@@ -9,24 +9,27 @@ Glossary (the names vLLM's spec-decode metrics use where they exist):
 * ``accepted_tokens`` -- drafted tokens the target kept (``num_accepted_tokens``);
 * ``accepted_per_position[i]`` -- drafts whose token at depth i+1 was kept
   (``num_accepted_tokens_per_pos``);
-* ``tau`` -- new tokens per target verify forward (correction or bonus included); for a run
-  that always drafts this is vLLM's mean acceptance length 1 + accepted / drafts;
-* ``mean_acceptance_length`` -- vLLM's 1 + accepted / drafts, over the steps that drafted (what
+* ``tau`` (τ) -- new tokens per target verify forward, over EVERY step (correction or bonus
+  included; ``RunResult.tau``, the bench's ``tau``; the ``--json`` / trace field
+  ``mean_accepted_tokens`` is its schema-1 name); for a run that always drafts this is vLLM's
+  mean acceptance length;
+* ``mean_acceptance_length`` -- vLLM's 1 + accepted / drafts, over the steps that DRAFTED (what
   a vLLM server's counters give; equals ``tau`` when every step drafts and none is cut short);
 * ``acceptance_rate`` -- accepted / drafted tokens;
 * ``draft_cost`` -- drafting seconds per verify second, over the steps that drafted;
-* ``verify_cost`` -- v: a run's verify seconds per target forward over one one-token forward
-  (``forward_s``: the baseline's verify seconds per step, or ``core.cost.curve``'s ``forward_s``);
-  ``verify_cost_by_nodes`` splits it by query tokens n = nodes + 1 (the root), the run's own
-  points of the curve v(n) that ``core.cost.curve`` measures;
-* ``step_cost`` -- a run's time per target forward in one-token forwards, drafting (k*c) and
-  verify (v) apart: the terms of the speedup model tau / (k*c + v) (``core.cost.theory``).
+* ``step_cost`` -- a run's time per target forward in one-token forwards (``forward_s``: the
+  baseline's verify seconds per step, or ``core.cost.curve``'s ``forward_s``), drafting (k*c)
+  and verify (v, ``StepCost.verify``) apart: the terms of the speedup model tau / (k*c + v)
+  (``core.cost.theory``). This v is what the run's verifies took; what a verify of n tokens
+  costs on this machine is probed once, by ``core.cost.probe`` (the curve v(n), ``core.cost.curve``);
+  ``verify_cost_by_nodes`` splits a run's v by query tokens n = nodes + 1 (the root): the run's
+  own points of that curve.
 """
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterable
 
 from core.records.steps import StepRecord
@@ -72,6 +75,13 @@ class Tallies:
                       accepted=record.accepted_length, emitted=len(record.emitted),
                       draft_s=record.draft_s, verify_s=record.verify_s)
         return self
+
+    def __add__(self, other: "Tallies") -> "Tallies":
+        """Two runs' totals pooled (every count and time summed; per-position counts by position)."""
+        longer, shorter = sorted((self.accepted_per_position, other.accepted_per_position), key=len, reverse=True)
+        per_position = [a + (shorter[i] if i < len(shorter) else 0) for i, a in enumerate(longer)]
+        return Tallies(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)
+                          if f.name != "accepted_per_position"}, accepted_per_position=per_position)
 
     @property
     def tau(self) -> float:
@@ -149,12 +159,6 @@ def step_cost(records: Iterable[StepRecord], forward_s: float) -> StepCost | Non
     per_step = forward_s * totals.steps
     return StepCost(forward_s=forward_s, draft=totals.all_draft_s / per_step, verify=totals.all_verify_s / per_step,
                     query_tokens=totals.query_tokens / totals.steps)
-
-
-def verify_cost(records: Iterable[StepRecord], forward_s: float) -> float | None:
-    """v of a run: its mean verify seconds per target forward over ``forward_s``."""
-    cost = step_cost(records, forward_s)
-    return None if cost is None else cost.verify
 
 
 def verify_cost_by_nodes(records: Iterable[StepRecord], forward_s: float) -> dict[int, float]:

@@ -160,8 +160,10 @@ class RunResult:
         return self.draft_tokens_accepted / self.draft_tokens_proposed if self.draft_tokens_proposed else 0.0
 
     @property
-    def mean_accepted_tokens(self) -> float:
-        """New tokens per target verify forward (tau), correction or bonus token included."""
+    def tau(self) -> float:
+        """τ: new tokens per target verify forward, correction or bonus token included (not vLLM's
+        mean acceptance length, 1 + accepted / drafts: ``core.records.metrics.Tallies``). The
+        ``--json`` object and the trace summary carry it as ``mean_accepted_tokens`` (schema 1)."""
         return self.new_tokens / self.target_forwards if self.target_forwards else 0.0
 
     @property
@@ -173,7 +175,7 @@ class RunResult:
         data.update(
             new_tokens=self.new_tokens,
             acceptance_rate=self.acceptance_rate,
-            mean_accepted_tokens=self.mean_accepted_tokens,
+            mean_accepted_tokens=self.tau,  # schema 1's name of tau
             tokens_per_s=self.tokens_per_s,
         )
         for optional in ("baseline_match", "trace_error"):

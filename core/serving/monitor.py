@@ -144,8 +144,11 @@ class Verdict:
     """Is speculation paying in a window? ``paying`` is None when nothing was drafted.
 
     The model: a plain step yields 1 token per target forward; a speculative step yields tau
-    tokens for one verify plus drafting, ``cost`` times a verify. Assuming a verify costs what
-    a plain step costs (memory-bound decoding), speculation pays while tau > 1 + cost.
+    tokens for one verify plus drafting, ``cost`` times a verify. A verify costs ``v`` plain
+    steps, so speculation pays while tau > v * (1 + cost). A scraped server's v is not known
+    here (its counters hold no verify cost, and this machine's curve, ``core.cost.curve``, is not
+    the server's): ``verdict`` ASSUMES v = 1 (memory-bound decoding, a GPU's usual case) unless
+    given one.
     """
 
     paying: bool | None
@@ -155,11 +158,12 @@ class Verdict:
     measured: bool  # cost from the lab's own timings, not the estimate
 
 
-def verdict(w: Window, cost_estimate: float) -> Verdict:
+def verdict(w: Window, cost_estimate: float, v: float = 1.0) -> Verdict:
+    """``Verdict`` of a window; ``v``: what one verify costs in plain steps (assumed 1, see ``Verdict``)."""
     measured = w.timed and w.totals.draft_cost is not None
     cost = w.totals.draft_cost if measured else cost_estimate
-    tau = w.tau
-    return Verdict(paying=None if tau is None else tau > 1 + cost, tau=tau, break_even=1 + cost, cost=cost,
+    tau, break_even = w.tau, v * (1 + cost)
+    return Verdict(paying=None if tau is None else tau > break_even, tau=tau, break_even=break_even, cost=cost,
                    measured=measured)
 
 

@@ -17,21 +17,17 @@ import json
 import math
 import statistics
 from pathlib import Path
-from time import perf_counter
 from typing import Callable
 
-import torch
-
 from core.api import build_batch
+from core.cost.probe import measure_verify_cost
+from core.cost.timing import speedup, time_interleaved
 from core.drafters import BASELINE
 from core.engine.batch import BatchResult, check_batch_size, run_batch
 from core.errors import UserError
 from core.models.loading import LoadedModel
+from core.records.metrics import tally
 from core.request import split_spec
-from core.runtime.acceptance import TargetView
-from core.runtime.forward import chain_parents, run_batch_body
-from core.runtime.head import LMHead
-from core.runtime.kv_cache import PagedForward, PagedKVCache
 
 QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
 LATENCY_REPEATS = 5
@@ -71,42 +67,44 @@ def batch_runner(prompts: list[str], spec: str, decoder_args: dict) -> Callable[
 
 def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompts: list[str], decoder_args: dict,
                        repeats: int, log: Callable[[str], None], warmup: bool = True) -> list[dict]:
-    """Every (batch, drafter) decoded ``repeats`` times, interleaved; rows in the JSON's ``batch_sweep`` shape.
+    """Every (batch, drafter) decoded ``repeats`` times, interleaved by the lab's timer
+    (``core.cost.timing``; the warm-up runs each drafter once at the first batch size); rows in
+    the JSON's ``batch_sweep`` shape.
 
     ``drafters`` must include ``none`` (speedups are against it at the same batch size).
     """
     if BASELINE not in drafters:
         raise UserError("the batch sweep needs the none baseline among the drafters")
     runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
-    for d in drafters if warmup else ():
-        runners[(sizes[0], d)]()
-    runs: dict[tuple[int, str], list[BatchResult]] = {key: [] for key in runners}
-    for repeat in range(repeats):
-        for b in sizes:
-            for d in drafters:
-                runs[(b, d)].append(runners[(b, d)]())
-            log(f"batch sweep: repeat {repeat + 1}/{repeats}, batch {b} done")
-    return [sweep_row(b, d, runs[(b, d)], runs[(b, BASELINE)]) for b in sizes for d in drafters]
+
+    def progress(repeat: int, key: tuple[int, str]) -> None:
+        if key[1] == drafters[-1]:
+            log(f"batch sweep: repeat {repeat}/{repeats}, batch {key[0]} done")
+
+    runs = time_interleaved(runners, repeats, warmup_keys=[(sizes[0], d) for d in drafters] if warmup else [],
+                            seconds=lambda r: r.wall_s, on_sample=progress)
+    return [sweep_row(b, d, runs[(b, d)].results, runs[(b, BASELINE)].results) for b in sizes for d in drafters]
 
 
 def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
-    wall = statistics.median(r.wall_s for r in runs)
-    base_wall = statistics.median(r.wall_s for r in baseline)
+    """One (batch, drafter) cell; τ and acceptance from the first repeat's step records
+    (``core.records.metrics.tally``), the speedup by the lab's definition (``core.cost.timing.speedup``:
+    one "prompt", the batch)."""
+    walls = [r.wall_s for r in runs]
+    wall = statistics.median(walls)
     results = runs[0].results
+    totals = tally(step for r in results for step in r.steps)
     tokens = sum(r.new_tokens for r in results)
-    forwards = sum(r.target_forwards for r in results)
-    proposed = sum(r.draft_tokens_proposed for r in results)
-    accepted = sum(r.draft_tokens_accepted for r in results)
     return {
         "batch": batch,
         "drafter": drafter,
         "tokens_per_s": tokens / wall,
-        "speedup": base_wall / wall,  # same prompts, same tokens (lossless): the wall-time ratio
+        "speedup": speedup([[r.wall_s for r in baseline]], [walls]),  # same prompts, same tokens (lossless)
         "wall_s": wall,
         "new_tokens": tokens,
         "batched_forwards": runs[0].target_forwards,
-        "mean_accepted_tokens": tokens / forwards if forwards else None,
-        "acceptance_rate": accepted / proposed if proposed else None,
+        "tau": totals.tau if totals.steps else None,
+        "acceptance_rate": totals.acceptance_rate if totals.draft_tokens else None,
         "peak_blocks_in_use": runs[0].peak_blocks_in_use,
         "identical_to_baseline": [r.tokens for r in results] == [r.tokens for r in baseline[0].results],
     }
@@ -126,54 +124,20 @@ def crossover(rows: list[dict]) -> dict[str, int | None]:
     return out
 
 
-@torch.inference_mode()
-def forward_latency(target: LoadedModel, batch: int, query_tokens: int, context: list[int],
-                    repeats: int = LATENCY_REPEATS) -> float:
-    """Median seconds of ONE target forward of ``batch`` requests x ``query_tokens`` new tokens,
-    each request holding ``context`` in its cache, with what a batched greedy verify reads of its
-    LM head (``TargetView.split_from_head``). Every probe's slots are released after it."""
-    model, block_size = target.model, 16
-    per_request = math.ceil((len(context) + query_tokens) / block_size) + 1
-    cache = PagedKVCache.for_model(model, batch * per_request, block_size)
-    forward = PagedForward(cache)
-    kvs = [cache.new_request() for _ in range(batch)]
-    try:
-        run_batch_body(model, forward, kvs, [context] * batch, [chain_parents(len(context))] * batch)
-        for kv in kvs:
-            kv.commit(list(range(len(context))))
-        probe = (context * (query_tokens // len(context) + 1))[:query_tokens]
-        times = []
-        for _ in range(repeats + 1):  # the first is a warm-up
-            _sync(model.device)
-            start = perf_counter()
-            outs = run_batch_body(model, forward, kvs, [probe] * batch, [chain_parents(query_tokens)] * batch)
-            TargetView.split_from_head(LMHead.of(model), [out.last_hidden for out in outs], [0.0] * batch)
-            _sync(model.device)
-            times.append(perf_counter() - start)
-            for kv in kvs:
-                kv.commit([])
-        return statistics.median(times[1:])
-    finally:
-        for kv in kvs:
-            kv.release_all()
-
-
 def measure_latency(target: LoadedModel, sizes: tuple[int, ...], context: list[int],
-                    log: Callable[[str], None]) -> list[dict]:
-    """The forward-latency grid: rows {batch, query_tokens, tokens, latency_ms, tokens_per_s}."""
+                    log: Callable[[str], None], repeats: int = LATENCY_REPEATS) -> list[dict]:
+    """The forward-latency grid: rows {batch, query_tokens, tokens, latency_ms, tokens_per_s}. Each
+    batch size is one run of the verify probe (``core.cost.probe.measure_verify_cost``, with the LM
+    head): ``batch`` requests holding ``context``, ``QUERY_TOKENS`` new tokens each, interleaved."""
     rows = []
     for b in sizes:
-        for q in QUERY_TOKENS:
-            latency = forward_latency(target, b, q, context)
-            rows.append({"batch": b, "query_tokens": q, "tokens": b * q, "latency_ms": latency * 1e3,
+        cost = measure_verify_cost({"target": target}, context, QUERY_TOKENS, repeats, heads=(True,), batch=b)
+        for row in cost["rows"]:
+            q, latency = row["n"], row["ms"] / 1e3
+            rows.append({"batch": b, "query_tokens": q, "tokens": b * q, "latency_ms": row["ms"],
                          "tokens_per_s": b * q / latency})
         log(f"forward latency: batch {b} done")
     return rows
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 MAX_RESULT_BYTES = 5 * 1024 * 1024

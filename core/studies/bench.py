@@ -1,9 +1,12 @@
 """``python -m core bench``: speed and acceptance of each drafter, side by side in one process.
 
 Every configuration runs on the same prompts, interleaved (prompt by prompt, repeat by
-repeat) after a warm-up, so slow drifts of the machine hit all of them alike. Speedups are
-per-prompt ratios of wall time against the ``none`` baseline measured in the same run
-(median over prompts); with ``--compare-hf`` transformers' own ``generate()`` -- plain,
+repeat) after a warm-up, by the lab's one timer (``core.cost.timing.time_interleaved``), so
+slow drifts of the machine hit all of them alike. Speedups are the lab's one definition
+(``core.cost.timing.speedup``): the median over prompts of the ``none`` baseline's median wall
+time over the configuration's, measured in the same run; τ and acceptance are
+``core.records.metrics.tally`` over every repeat's step records. With ``--compare-hf``
+transformers' own ``generate()`` -- plain,
 assisted generation with the same draft model, and prompt lookup -- is measured the same
 way, so our ratios stand beside theirs. ``verify_ratio`` (``core.cost.probe``) is the cost of
 verifying n tokens against one forward, for the target and the draft, with and without the LM
@@ -18,7 +21,7 @@ import os
 import platform
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
 from typing import Callable
@@ -27,11 +30,13 @@ import torch
 
 from core.api import build_decoder, greedy_generate_kwargs
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_REPEATS, latency_context, measure_verify_cost, verify_markdown
+from core.cost.timing import prompt_speedups, speedup, time_interleaved
 from core.drafters import BASELINE, SWEEP_DEFAULT, DraftModelDrafter
 from core.errors import UserError
 from core.files import write_text_atomic
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.records.metrics import Tallies, tally
 from core.request import DecodeRequest, split_spec
 from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes
 
@@ -66,11 +71,12 @@ class BenchConfig:
 
 @dataclass
 class Timing:
+    """One timed run: its own wall time (model loading left out), its tokens and its step totals
+    (``core.records.metrics.tally`` of its records; empty for transformers' runs and records off)."""
+
     wall_s: float
     tokens: list[int]
-    target_forwards: int = 0
-    proposed: int = 0
-    accepted: int = 0
+    totals: Tallies = field(default_factory=Tallies)
 
 
 def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True) -> Callable[[], Timing]:
@@ -82,8 +88,7 @@ def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool =
         for _ in decoder.steps(ids):
             pass
         wall = perf_counter() - start
-        r = decoder.result
-        return Timing(wall, r.tokens, r.target_forwards, r.draft_tokens_proposed, r.draft_tokens_accepted)
+        return Timing(wall, decoder.result.tokens, tally(decoder.result.steps))
 
     return run
 
@@ -126,31 +131,35 @@ def language(prompt: str) -> str:
     return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
 
 
+def walls(per_prompt: list[list[Timing]]) -> list[list[float]]:
+    """``[prompt][repeat]`` wall seconds, what ``core.cost.timing.speedup`` reads."""
+    return [[t.wall_s for t in runs] for runs in per_prompt]
+
+
 def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str]) -> dict[str, dict]:
-    """timings[name][prompt] = list over repeats. Speedup: median over prompts of baseline/this wall time,
-    also per language half and for the worst single prompt."""
+    """timings[name][prompt] = list over repeats. Speedup: ``core.cost.timing.speedup`` against
+    ``baseline``, also per language half and for the worst single prompt; τ and acceptance pool
+    every repeat's step totals."""
     out = {}
+    base = walls(timings[baseline])
     for name, per_prompt in timings.items():
-        best = [statistics.median(t.wall_s for t in runs) for runs in per_prompt]
-        base = [statistics.median(t.wall_s for t in runs) for runs in timings[baseline]]
+        seconds = walls(per_prompt)
+        ratios = prompt_speedups(base, seconds)
         every = [t for runs in per_prompt for t in runs]  # all repeats: an ``auto`` run learns from the ones before
-        tokens = sum(len(t.tokens) for t in every)
-        forwards = sum(t.target_forwards for t in every)
-        proposed = sum(t.proposed for t in every)
-        accepted = sum(t.accepted for t in every)
-        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, best) if w > 0]
+        totals = sum((t.totals for t in every), Tallies())
+        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, map(statistics.median, seconds)) if w > 0]
         out[name] = {
             "tokens_per_s": statistics.median(rates),
-            "speedup": statistics.median(b / w for b, w in zip(base, best)),
-            "min_speedup": min(b / w for b, w in zip(base, best)),  # the worst single prompt
+            "speedup": speedup(base, seconds),
+            "min_speedup": min(ratios),  # the worst single prompt
             "speedup_by_language": {
-                lang: statistics.median(b / w for b, w, p in zip(base, best, prompts) if language(p) == lang)
+                lang: statistics.median(r for r, p in zip(ratios, prompts) if language(p) == lang)
                 for lang in sorted({language(p) for p in prompts})
             },
-            "mean_accepted_tokens": tokens / forwards if forwards else None,
-            "acceptance_rate": accepted / proposed if proposed else None,
-            "target_forwards": forwards,
-            "new_tokens": tokens,
+            "tau": totals.tau if totals.steps else None,
+            "acceptance_rate": totals.acceptance_rate if totals.draft_tokens else None,
+            "target_forwards": totals.steps,
+            "new_tokens": sum(len(t.tokens) for t in every),
             "identical_to_baseline": all(
                 t.tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline]) for t in runs
             ),
@@ -181,7 +190,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if config.compare_hf:
         per_prompt = [hf_runners(config, p) for p in prompts]
         hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
-    timings = time_interleaved({**engine, **{f"hf:{k}": v for k, v in hf.items()}}, config.repeats, log)
+    timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}}, config.repeats, log)
     engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
     result = {
         "preset": config.preset,
@@ -206,9 +215,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if hf:
         hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate",
                                prompts)
-        hf_summary["generate"]["ours_none_vs_generate"] = statistics.median(
-            statistics.median(t.wall_s for t in g) / statistics.median(t.wall_s for t in n)
-            for g, n in zip(timings["hf:generate"], timings[BASELINE]))
+        hf_summary["generate"]["ours_none_vs_generate"] = speedup(walls(timings["hf:generate"]), walls(timings[BASELINE]))
         result["hf"] = hf_summary
         if "assisted" not in hf_summary:
             result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
@@ -219,21 +226,23 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     return result
 
 
-def time_interleaved(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
-                     log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
-    """Every configuration on every prompt, ``repeats`` times, interleaved prompt by prompt after a
-    warm-up on the first prompt; ``[name][prompt]`` -> the repeats' timings."""
-    log(f"warm-up: {len(everything)} configurations on the first prompt")
-    for runners in everything.values():
-        runners[0]()
-    prompts = len(next(iter(everything.values())))
-    timings = {name: [[] for _ in range(prompts)] for name in everything}
-    for repeat in range(repeats):
-        for i in range(prompts):
-            for name, runners in everything.items():
-                timings[name][i].append(runners[i]())
-            log(f"[{repeat * prompts + i + 1}/{repeats * prompts}] repeat {repeat + 1}, prompt {i + 1}")
-    return timings
+def time_prompts(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
+                 log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
+    """Every configuration on every prompt, ``repeats`` times, by the lab's timer
+    (``core.cost.timing.time_interleaved``): interleaved prompt by prompt, after a warm-up on the
+    first prompt; ``[name][prompt]`` -> the repeats' timings."""
+    names = list(everything)
+    prompts = len(everything[names[0]])
+    runners = {(i, name): everything[name][i] for i in range(prompts) for name in names}
+    log(f"warm-up: {len(names)} configurations on the first prompt")
+
+    def progress(repeat: int, key: tuple[int, str]) -> None:
+        if key[1] == names[-1]:
+            log(f"[{(repeat - 1) * prompts + key[0] + 1}/{repeats * prompts}] repeat {repeat}, prompt {key[0] + 1}")
+
+    samples = time_interleaved(runners, repeats, warmup_keys=[(0, name) for name in names],
+                               seconds=lambda t: t.wall_s, on_sample=progress)
+    return {name: [samples[i, name].results for i in range(prompts)] for name in names}
 
 
 def verify_study(config: BenchConfig, prompts: list[str], log: Callable[[str], None]) -> dict:
@@ -294,7 +303,7 @@ def markdown_table(result: dict) -> str:
             lines.append(
                 f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
                 f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
-                f"{fmt(row['mean_accepted_tokens'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
+                f"{fmt(row['tau'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{'✓' if row['identical_to_baseline'] else '✗'} |"
             )
     for name, reason in result.get("hf_skipped", {}).items():

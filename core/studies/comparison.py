@@ -3,9 +3,12 @@
 1. **Warm-up**: every set-up decodes once, untimed and short (``WARMUP_TOKENS``), so model
    loading, first-call allocations and caches are not charged to the first timed run.
 2. **Interleaving**: the timed runs go round by round -- baseline, A, B; baseline, A, B; ... --
-   so a change in the machine's load falls on every set-up alike.
-3. **Repeats**: each round's speedup is paired (that round's baseline time over the set-up's);
-   the comparison reports the median over rounds and its range.
+   so a change in the machine's load falls on every set-up alike (``core.cost.timing.rounds``,
+   the order of the lab's one timer; Compare runs it one decode at a time so that a page shows
+   each run as it ends and Stop is heard between runs).
+3. **Repeats**: the speedup is the lab's one definition (``core.cost.timing.speedup``): on one
+   prompt, the baseline's median time over the set-up's; its range is that of the paired
+   per-round ratios (that round's baseline time over the set-up's).
 
 A speedup above tau x ``ABOVE_TAU`` is flagged: a lossless decoder's step costs at least one
 target forward, so it cannot beat its own tokens per forward by more than noise. So is a verify
@@ -24,8 +27,9 @@ from typing import Callable, ContextManager, Iterator
 
 from core.api import build_decoder
 from core.cost.curve import CostCurve, cost_curve
+from core.cost.timing import rounds, speedup
 from core.errors import UserError
-from core.records.metrics import forward_seconds, tally, verify_cost
+from core.records.metrics import forward_seconds, step_cost, tally
 from core.records.steps import RunResult, StepRecord
 from core.request import DecodeRequest
 
@@ -104,7 +108,18 @@ class Comparison:
         return [b.wall_s / r.wall_s for b, r in zip(self.baseline.results, setup.results) if r.wall_s > 0]
 
     def speedup(self, setup: TimedSetup) -> Spread | None:
-        return Spread.of(self.speedups(setup))
+        """``core.cost.timing.speedup`` (the baseline's median time over the set-up's), with the
+        range of the paired per-round ratios."""
+        ratios = self.speedups(setup)
+        if not ratios:
+            return None
+        return Spread(speedup([self.baseline.walls], [setup.walls]), min(ratios), max(ratios))
+
+    def verify_cost(self, setup: TimedSetup) -> float | None:
+        """v of a set-up: its verify seconds per target forward over the baseline's one-token forward
+        (``core.records.metrics.step_cost``)."""
+        cost = step_cost(setup.records, self.forward_s)
+        return None if cost is None else cost.verify
 
     def wall(self, setup: TimedSetup) -> Spread | None:
         return Spread.of(setup.walls)
@@ -117,7 +132,7 @@ class Comparison:
         speedup = self.speedup(setup)
         if speedup is not None and speedup.median > setup.tau * ABOVE_TAU:
             flags.append("above_tau")
-        v = verify_cost(setup.records, self.forward_s)
+        v = self.verify_cost(setup)
         if v is not None and v < BELOW_ONE:
             flags.append("v_below_one")
         spreads = [s.relative for s in (self.wall(setup), speedup) if s is not None]
@@ -169,18 +184,17 @@ def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
         if comparison.curve is None:
             yield Progress("cost", 0, None, comparison)
             comparison.curve = cost_curve(warm.target)
-    for round_ in range(1, repeats + 1):
-        for setup in comparison.setups:
-            yield Progress("timed", round_, setup, comparison)
-            with metered(setup.request) if metered else nullcontext() as meter:
-                decoder = yield from _decode(setup.request, should_stop, meter.observe if meter else None,
-                                             tick=Progress("timed", round_, setup, comparison, tick=True))
-            result = decoder.result
-            if result.stop_reason == "cancelled":
-                comparison.stopped = result
-                return
-            setup.results.append(result)
-            yield Progress("timed", round_, None, comparison)
+    for round_, setup in rounds(comparison.setups, repeats):
+        yield Progress("timed", round_, setup, comparison)
+        with metered(setup.request) if metered else nullcontext() as meter:
+            decoder = yield from _decode(setup.request, should_stop, meter.observe if meter else None,
+                                         tick=Progress("timed", round_, setup, comparison, tick=True))
+        result = decoder.result
+        if result.stop_reason == "cancelled":
+            comparison.stopped = result
+            return
+        setup.results.append(result)
+        yield Progress("timed", round_, None, comparison)
 
 
 def _decode(request: DecodeRequest, should_stop: Callable[[], bool],

@@ -4,7 +4,7 @@ Prompts are ``assets/prompts/heldout.txt``: openings of held-out documents of ea
 source (never trained on, by the target or by any drafter). Each drafter decodes every prompt through the
 real engine; the numbers are pooled over all prompts:
 
-* ``tau`` -- new tokens per target forward (``mean_accepted_tokens``);
+* ``tau`` -- new tokens per target forward (``RunResult.tau``);
 * ``acceptance`` -- drafted tokens accepted / drafted tokens proposed;
 * ``per_position[i]`` -- share of drafting steps whose token at depth i+1 was accepted;
 * ``draft_cost`` -- drafting time per step / verify (one target forward) time per step;
