@@ -11,12 +11,12 @@ import torch
 
 from core import UserError
 from core.cost.probe import latency_context
-from core.drafters import BASELINE, SWEEP_AUTO, SWEEP_DEFAULT
+from core.drafters import BASELINE
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import load_prompts
 from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes, read_sweep_result
 
-from ..controls import COMPARE_CHOICES, number
+from ..controls import COMPARE_CHOICES, SWEEP_AUTO, SWEEP_DEFAULT, number
 from ..figures import batch_figure
 from ..guard import guarded
 from ..i18n import t

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core.drafters import COMPARE_DEFAULT
 from core.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
 from core.request import DecodeRequest
@@ -16,7 +15,7 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 
 from .. import memory
-from ..controls import COMPARE_CHOICES, CompareControls, ModelPolicy, compare_requests, number
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t

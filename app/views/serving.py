@@ -14,11 +14,10 @@ from pathlib import Path
 import gradio as gr
 
 from core import UserError
-from core.drafters import SERVING_DEFAULT
 from core.records.metrics import tally
 from core.request import DecodeRequest
 
-from ..controls import DRAFTER_NAMES, choice, number, prompt_text
+from ..controls import DRAFTER_NAMES, SERVING_DEFAULT, choice, number, prompt_text
 from ..figures.serving import kv_pair_figure, masks_figure, timeline_figure
 from ..figures.style import empty
 from ..guard import guarded

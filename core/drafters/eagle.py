@@ -132,7 +132,6 @@ class EagleDrafter(Drafter):
     """
 
     name = "eagle"
-    color = "#59a14f"
     recipe = Recipe(fused_layers=False, output_norm=False, ttt_steps=1, feature_weight=1.0)
     drafts_full_tree = False
     auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
@@ -273,5 +272,4 @@ class Eagle3Drafter(EagleDrafter):
     trained with training-time test; everything that differs is in its weights' config."""
 
     name = "eagle3"
-    color = "#e15759"
     recipe = Recipe(fused_layers=True, output_norm=True, ttt_steps=4, feature_weight=0.0)

@@ -21,7 +21,6 @@ class NgramOptions(DrafterOptions):
 class NgramDrafter(Drafter):
     name = "ngram"
     Options = NgramOptions
-    color = "#f28e2b"
 
     def __init__(self, shape: DraftShape, vocab_size: int, max_ngram: int = 3):
         super().__init__(shape)
