@@ -150,20 +150,27 @@ def _edges(boxes: list[_Box], rows: dict[int, float], accepted_path: set[int]) -
     ]
 
 
+@dataclass(frozen=True)
+class TreeDrawing:
+    """What a tree figure shows: the drafted ``nodes`` under ``root``, the target's ``next_token``
+    (None: not verified yet) and EAGLE-2's scored tree (StepRecord.expansion), whose pruned nodes
+    are drawn faded."""
+
+    root: TokenRecord
+    nodes: list[NodeRecord]
+    next_token: TokenRecord | None = None
+    expansion: ExpansionRecord | None = None
+
+
 def tree_figure(record: StepRecord, lang: str) -> go.Figure:
     """The draft tree of one step of a run."""
-    return draw_tree(record.root, record.nodes, record.next, lang, t("tree.title", lang, step=record.step + 1),
-                     expansion=record.expansion)
+    drawing = TreeDrawing(record.root, record.nodes, record.next, record.expansion)
+    return draw_tree(drawing, lang, t("tree.title", lang, step=record.step + 1))
 
 
-def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None, lang: str, title: str,
-              *, show_probs: bool = True, expansion: ExpansionRecord | None = None) -> go.Figure:
-    """A draft tree under ``root`` with the target's ``next_token`` (None: not verified yet).
-
-    ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom.
-    ``expansion``: EAGLE-2's scored tree (StepRecord.expansion); its pruned nodes are drawn faded.
-    """
-    boxes = _boxes(root, nodes, next_token) + _pruned_boxes(expansion)
+def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool = True) -> go.Figure:
+    """A draft tree; ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom."""
+    boxes = _boxes(drawing.root, drawing.nodes, drawing.next_token) + _pruned_boxes(drawing.expansion)
     rows = _rows(boxes)
     accepted_path = {b.key for b in boxes if b.kind == "accepted"}
     fig = go.Figure(_edges(boxes, rows, accepted_path))

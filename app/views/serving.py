@@ -22,8 +22,8 @@ from ..figures.serving import kv_pair_figure, masks_figure, timeline_figure
 from ..figures.style import empty
 from ..guard import guarded
 from ..i18n import t
-from ..labels import Labels
 from ..session import ServingRun, Session, ensure
+from .page import Page
 
 BENCH = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 BENCH_FOLDERS = {"tiny": "tiny-cpu", "gemma-270m": "gemma-cpu"}
@@ -192,7 +192,8 @@ class ServingView:
                 self.kv: kv_pair_figure(last, lang), self.questions: questions_markdown(run, lang)}
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ServingView:
+def build(page: Page) -> ServingView:
+    labels, state, lang, presets, default_preset = page.labels, page.state, page.lang, page.presets, page.default_preset
     labels.make(gr.Markdown, text="serve.intro")
     with gr.Row():
         with gr.Column(scale=1, min_width=300):

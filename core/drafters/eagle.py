@@ -36,7 +36,7 @@ from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run
 from core.drafters.weights import LearnedOptions, default_folder, load_folder
 from core.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
-from core.runtime.kv_cache import PagedKVCache, RequestKV
+from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
 from core.runtime.tree import DraftTree
 
 
@@ -167,12 +167,10 @@ class EagleDrafter(Drafter):
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         expanded_per_step = (self.depth - 1) * self.top_k
         num_blocks = -(-(capacity_tokens + expanded_per_step) // self.block_size) + 1
-        pool = PagedKVCache(
-            num_layers=1, num_kv_heads=self.net.config.num_key_value_heads,
-            head_dim=self.net.config.hidden_size // self.net.config.num_attention_heads,
-            num_blocks=num_blocks, block_size=self.block_size,
-            dtype=self.net.head_weight.dtype, device=self.net.head_weight.device,
-        )
+        layout = SlotLayout(num_layers=1, num_kv_heads=self.net.config.num_key_value_heads,
+                            head_dim=self.net.config.hidden_size // self.net.config.num_attention_heads,
+                            dtype=self.net.head_weight.dtype, device=self.net.head_weight.device)
+        pool = PagedKVCache(layout, num_blocks=num_blocks, block_size=self.block_size)
         self.kv = pool.new_request()
         self.waiting: list[list[torch.Tensor]] = []  # target hidden states not yet fed: per observe, [n, H] a layer
         self.fed = 0  # committed positions whose pair the drafter cache holds
