@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from core import UserError
-from core.drafters import BASELINE, DraftShape, lookup
+from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, HybridDrafter, NgramDrafter,
+                           lookup)
 from core.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
                          PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 from core.request import DecodeRequest, drafter_names
@@ -20,6 +21,13 @@ from .i18n import t
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DRAFTER_NAMES = drafter_names()
 COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != BASELINE]  # draft-xs, draft, draft-l: three sizes
+
+# What the page offers first: every drafter side by side in Compare; the Batch size sweep starts with
+# the two that need no learned features, and offers the goodput controller on three of them.
+COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
+SWEEP_DEFAULT = [DraftModelDrafter.name, NgramDrafter.name]
+SERVING_DEFAULT = DraftModelDrafter.name  # a draft model holds KV of its own: both caches to watch
+SWEEP_AUTO = [f"{DraftModelDrafter.name}:auto", f"{NgramDrafter.name}:auto", f"{HybridDrafter.name}:auto-tree"]
 
 
 def number(value, name: str, lang: str, low: float, high: float, *, integer: bool = False) -> float | int:

@@ -17,7 +17,7 @@ from core.drafters.draft_model import DraftModelDrafter
 from core.records.steps import NodeRecord, StepRecord, TokenRecord
 
 from .figures.lesson import forwards_bar, forwards_figure
-from .figures.tree import draw_tree
+from .figures.tree import TreeDrawing, draw_tree
 from .i18n import t
 
 LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
@@ -49,12 +49,12 @@ def frame_figure(frame: int, lang: str) -> go.Figure:
         return forwards_figure(SEQUENCE, lang)
     if frame == 1:
         nodes = _chain(ARTICLE_GUESS, ["proposed"] * 4)
-        return draw_tree(root, nodes, None, lang, t("lesson.f1_title", lang), show_probs=False)
+        return draw_tree(TreeDrawing(root, nodes), lang, t("lesson.f1_title", lang), show_probs=False)
     if frame == 2:
         guess = ARTICLE_GUESS[:2] + [WRONG_THIRD] + ARTICLE_GUESS[3:]
         nodes = _chain(guess, ["accepted", "accepted", "rejected", "not_reached"])
         correction = TokenRecord(token=-1, text=SEQUENCE[3], kind="correction")
-        return draw_tree(root, nodes, correction, lang, t("lesson.f2_title", lang), show_probs=False)
+        return draw_tree(TreeDrawing(root, nodes, correction), lang, t("lesson.f2_title", lang), show_probs=False)
     return forwards_bar([t("lesson.bar_alone", lang), t("lesson.bar_spec", lang)], [3, 1], lang,
                         t("lesson.f3_title", lang))
 

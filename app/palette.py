@@ -1,7 +1,27 @@
 """One colour per way a token can come about, shared by every view (figures and HTML)."""
 from __future__ import annotations
 
-from core.drafters import drafter_color
+import re
+
+DRAFTER_COLORS = {  # one hue per drafter (Tableau 10), the baseline dark; the draft sizes in shades of draft's
+    "none": "#3d3d3d",
+    "draft": "#4e79a7",
+    "draft-xs": "#9cc3e6",
+    "draft-l": "#1f3f66",
+    "ngram": "#f28e2b",
+    "medusa": "#b07aa1",
+    "eagle": "#59a14f",
+    "eagle3": "#e15759",
+    "hybrid": "#9c755f",
+}
+OTHER_DRAFTER = "#777777"  # a label that names no drafter
+
+
+def drafter_color(label: str) -> str:
+    """The colour of the drafter a label, spec or proposer starts with (``eagle3 · tree 4x5``,
+    ``draft:auto``, ``ngram``): one colour per drafter in every figure; grey if none matches."""
+    return DRAFTER_COLORS.get(re.split(r"[\s:·+]", label.strip(), maxsplit=1)[0], OTHER_DRAFTER)
+
 
 COLORS = {
     "accepted": "#2e9e44",  # a drafted token the target kept

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from core.api import build_decoder
 from core.cost.curve import CostCurve
-from core.cost.theory import predicted_speedup
+from core.cost.theory import run_model
 from core.engine.batch import BatchDecoder, BatchStep
-from core.records.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
 from core.records.steps import RunResult, StepRecord, Trace, write_trace
 from core.request import DecodeRequest
 from core.serving.monitor import Watch
@@ -134,20 +133,12 @@ class ServingRun(_Stepped):
 
 def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
                    forward_s: float | None = None, curve: CostCurve | None = None) -> MeasuredPoint:
-    """Reduce a run (or a set-up's repeats, pooled) to the expected-speedup model's terms, all from
-    its records (``core.records.metrics``): ``forward_s`` is the one-token forward its times are counted in
-    (the comparison's baseline, or the cost curve's), ``curve`` the target's v(n) for the prediction."""
-    totals = tally(records)
-    forward_s = forward_s or (curve.forward_s if curve else None)
-    cost = step_cost(records, forward_s) if forward_s else None
-    c = cost.draft / k if cost is not None and k > 0 else None
-    v_model = expected_verify_cost(records, curve.v) if curve is not None else None
-    predicted = predicted_speedup(totals.tau, k, c, v_model) if c is not None and v_model else None
+    """A run (or a set-up's repeats, pooled) as a point of the worth-it view: the expected-speedup
+    model's terms (``core.cost.theory.run_model``) and its measured ``speedup``."""
+    model = run_model(records, k, forward_s, curve)
     return MeasuredPoint(
-        label=label, alpha=totals.acceptance_rate, k=k, draft_cost=totals.draft_cost, c=c,
-        tokens_per_verify=totals.tau, speedup=speedup, v=None if cost is None else cost.verify,
-        v_model=v_model, predicted=predicted,
-        v_by_nodes=verify_cost_by_nodes(records, forward_s) if forward_s else {},
+        label=label, alpha=model.alpha, k=k, draft_cost=model.draft_cost, c=model.c, tokens_per_verify=model.tau,
+        speedup=speedup, v=model.v, v_model=model.v_model, predicted=model.predicted, v_by_nodes=model.v_by_nodes,
     )
 
 

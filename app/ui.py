@@ -19,6 +19,7 @@ from .limits import RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
+from .views.page import Page
 from .views.worth import sliders
 
 CSS_PATH = Path(__file__).with_name("page.css")
@@ -52,24 +53,24 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
             labels.make(gr.Markdown, text="app.header", elem_id="app-header")
             lang_radio = gr.Radio(LANG_CHOICES, value=lang, show_label=False, elem_id="lang-toggle",
                                   container=False, scale=0, min_width=200)
+        page = Page(labels, state, lang_radio, presets, default_preset, policy, gate)
         with gr.Tabs() as tabs:
             with labels.make(gr.Tab, label="tab.step", id="step", elem_id="tab-step"):
-                step_view = stepper.build(labels, state, lang_radio, presets, default_preset, drafter,
-                                          policy, gate)
+                step_view = stepper.build(page, drafter)
             with labels.make(gr.Tab, label="tab.compare", id="compare", elem_id="tab-compare"):
-                compare_view = compare.build(labels, state, lang_radio, presets, default_preset, policy, gate)
+                compare_view = compare.build(page)
             with labels.make(gr.Tab, label="tab.classroom", id="classroom", elem_id="tab-classroom"):
-                class_view = classroom.build(labels, state, lang_radio, presets, default_preset, gate)
+                class_view = classroom.build(page)
             with labels.make(gr.Tab, label="tab.worth", id="worth", elem_id="tab-worth") as worth_tab:
                 worth_view = worth.build(labels, state, lang_radio, worth_tab)
             with labels.make(gr.Tab, label="tab.replay", id="replay", elem_id="tab-replay"):
                 replay_view = replay.build(labels, state, lang_radio)
             with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
-                batch_view = batch.build(labels, state, lang_radio, presets, default_preset, gate)
+                batch_view = batch.build(page)
             with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):
                 monitor_view = monitor.build(labels, state, lang_radio, monitor_policy)
             with labels.make(gr.Tab, label="tab.serving", id="serving", elem_id="tab-serving"):
-                serving_view = serving.build(labels, state, lang_radio, presets, default_preset)
+                serving_view = serving.build(page)
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
 
         tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width

@@ -9,7 +9,7 @@ import torch
 from app.figures import batch_figure
 from app.views.batch import EXAMPLE_RESULTS, live_sweep, verdict_markdown
 from core import UserError
-from core.drafters import drafter_color
+from app.palette import drafter_color
 from core.studies.batch_size import read_sweep_result
 from core.studies.batch_size_figure import find_knee
 

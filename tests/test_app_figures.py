@@ -21,7 +21,7 @@ from app.views.compare import table as compare_table
 from app.views.worth import points_table, readout
 from core import UserError, generate, read_trace
 from core.cost.curve import CostCurve
-from core.drafters import drafter_color
+from app.palette import drafter_color
 from core.studies.comparison import Spread
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
@@ -411,6 +411,16 @@ def test_compare_requests_put_the_baseline_first():
                              CompareControls("hi", "tiny", ["eagle3", "draft-l", "draft-xs"], "4", 0, 0, 16))
     assert [r.drafter for r in sizes] == ["none", "draft-xs", "draft-l", "eagle3"]
     assert sizes[1].label() == "draft-xs · k=4"
+
+
+def test_every_drafter_name_has_a_colour_of_its_own():
+    from app.palette import DRAFTER_COLORS, OTHER_DRAFTER
+    from core.request import drafter_names
+
+    assert set(DRAFTER_COLORS) == set(drafter_names())
+    assert len(set(DRAFTER_COLORS.values()) | {OTHER_DRAFTER}) == len(DRAFTER_COLORS) + 1
+    assert drafter_color("eagle3 · tree 4x5") == drafter_color("eagle3:auto") == DRAFTER_COLORS["eagle3"]
+    assert drafter_color("something else") == OTHER_DRAFTER
 
 
 def test_every_text_exists_in_both_languages_with_the_same_fields():

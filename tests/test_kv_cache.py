@@ -2,11 +2,12 @@
 import pytest
 
 from core.errors import KVCacheFull
-from core.runtime.kv_cache import BlockPool, PagedKVCache
+from core.runtime.kv_cache import BlockPool, PagedKVCache, SlotLayout
 
 
 def make_request(num_blocks=6, block_size=4):
-    cache = PagedKVCache(num_layers=1, num_kv_heads=1, head_dim=2, num_blocks=num_blocks, block_size=block_size)
+    cache = PagedKVCache(SlotLayout(num_layers=1, num_kv_heads=1, head_dim=2), num_blocks=num_blocks,
+                         block_size=block_size)
     return cache, cache.new_request()
 
 

@@ -19,7 +19,7 @@ from core.drafters.vocab import Columns, draft_rows, to_target_vocab
 from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
 from core.models.loading import LoadedModel
-from core.runtime.kv_cache import PagedKVCache
+from core.runtime.kv_cache import PagedKVCache, SlotLayout
 from core.train.eagle import new_net, unroll, unroll_mask
 from core.train.features import draftable_cross_entropy
 from core.train.gemma_drafters import start_from
@@ -290,7 +290,7 @@ def test_training_unroll_equals_drafting_with_the_paged_cache():
     with torch.no_grad():
         outputs = unroll(net, features, tokens, 4)
         for t in (0, 3, 7):
-            kv = PagedKVCache(1, 2, hidden // 4, num_blocks=8, block_size=4).new_request()
+            kv = PagedKVCache(SlotLayout(1, 2, hidden // 4), num_blocks=8, block_size=4).new_request()
             out = run_segment(net, kv, features[0, : t + 1], tokens[0, 1 : t + 2].tolist())[-1]
             kv.commit(list(range(t + 1)))
             torch.testing.assert_close(out, outputs[0][0, t])

@@ -12,7 +12,7 @@ import pytest
 from app.figures.breakeven import ALPHAS, alpha_for_tau, break_even, breakeven_figure
 from app.figures.lossless import bars, lossless_figure, lossless_text
 from app.figures.timeline import Lane, timeline_figure
-from app.figures.tree import FOLDED, layout_tree, tree_boxes, tree_figure
+from app.figures.tree import FOLDED, TreeDrawing, draw_tree, layout_tree, tree_boxes, tree_figure
 from core import DecodeRequest, build_decoder
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify
@@ -154,7 +154,7 @@ def test_no_two_labels_overlap(n, collapse):
     root, nxt = TokenRecord(1, "我", "root"), TokenRecord(2, "爱", "correction")
     for seed in range(3):
         nodes = random_tree(n, seed)
-        layout = layout_tree(tree_boxes(root, nodes, nxt, collapse=collapse))
+        layout = layout_tree(tree_boxes(TreeDrawing(root, nodes, nxt), collapse=collapse))
         assert not overlaps(layout.label_boxes(plot_width=900)), (n, seed)
         fig = tree_figure_of(root, nodes, nxt, collapse)
         drawn = sum(len(trace.text) for trace in fig.data if trace.mode == "markers+text")
@@ -162,20 +162,18 @@ def test_no_two_labels_overlap(n, collapse):
 
 
 def tree_figure_of(root, nodes, nxt, collapse):
-    from app.figures.tree import draw_tree
-
-    return draw_tree(root, nodes, nxt, "en", "t", collapse=collapse)
+    return draw_tree(TreeDrawing(root, nodes, nxt), "en", "t", collapse=collapse)
 
 
 def test_folding_keeps_the_reached_tree_and_counts_the_rest():
     root, nxt = TokenRecord(1, "我", "root"), TokenRecord(2, "爱", "correction")
     nodes = random_tree(128, 0)
-    boxes = tree_boxes(root, nodes, nxt)  # large: folded by default
+    boxes = tree_boxes(TreeDrawing(root, nodes, nxt))  # large: folded by default
     folded = [b for b in boxes if b.key >= FOLDED]
     unreached = sum(n.status == "not_reached" for n in nodes)
     assert sum(int(b.token_text.lstrip("+")) for b in folded) == unreached > 0
     assert {b.key for b in boxes if 0 <= b.key < FOLDED} == {n.id for n in nodes if n.status != "not_reached"}
-    assert len(tree_boxes(root, nodes, nxt, collapse=False)) == len(nodes) + 2
+    assert len(tree_boxes(TreeDrawing(root, nodes, nxt), collapse=False)) == len(nodes) + 2
 
 
 def test_a_node_tooltip_has_log_probs_alternatives_and_entropy(sampled):

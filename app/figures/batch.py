@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from core.studies.batch_size_figure import SweepFigureText, sweep_figure
 
 from ..i18n import t
+from ..palette import drafter_color
 from .style import empty, finish
 
 
@@ -17,6 +18,6 @@ def batch_figure(result: dict | None, lang: str) -> go.Figure:
     if not result or not result.get("batch_sweep"):
         return empty(t("hint.load_sweep", lang), 440)
     text = SweepFigureText(**{field.name: t(f"batch.{field.name}", lang) for field in fields(SweepFigureText)})
-    fig = finish(sweep_figure(result, text), "", 460, below=True)
+    fig = finish(sweep_figure(result, text, drafter_color), "", 460, below=True)
     fig.update_layout(margin={"t": 40})
     return fig

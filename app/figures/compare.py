@@ -4,10 +4,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.drafters import drafter_color
 from core.records.steps import StepRecord
 
 from ..i18n import t
+from ..palette import drafter_color
 from ..series import run_series
 from .style import finish, whole_ticks
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.drafters import drafter_color
 
 from ..i18n import t
+from ..palette import drafter_color
 from .style import empty, finish
 
 DASHES = ("dot", "dash", "solid")  # the smallest share dotted, all of the data solid

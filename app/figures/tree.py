@@ -271,33 +271,41 @@ def _edges(boxes: list[_Box], rows: dict[int, float], accepted_path: set[int]) -
     ]
 
 
+@dataclass(frozen=True)
+class TreeDrawing:
+    """What a tree figure shows: the drafted ``nodes`` under ``root``, the target's ``next_token``
+    (None: not verified yet), EAGLE-2's scored tree (StepRecord.expansion), whose pruned nodes
+    are drawn faded, and the target's top alternatives after each node (StepRecord.inspect, by
+    parent id), for the tooltips."""
+
+    root: TokenRecord
+    nodes: list[NodeRecord]
+    next_token: TokenRecord | None = None
+    expansion: ExpansionRecord | None = None
+    positions: dict[int, PositionRecord] | None = None
+
+
 def tree_figure(record: StepRecord, lang: str, collapse: bool | None = None) -> go.Figure:
     """The draft tree of one step of a run; ``collapse``: fold unreached branches (None: when large)."""
     positions = {p.parent: p for p in record.inspect.positions} if record.inspect is not None else None
-    return draw_tree(record.root, record.nodes, record.next, lang, t("tree.title", lang, step=record.step + 1),
-                     expansion=record.expansion, positions=positions, collapse=collapse)
+    drawing = TreeDrawing(record.root, record.nodes, record.next, record.expansion, positions)
+    return draw_tree(drawing, lang, t("tree.title", lang, step=record.step + 1), collapse=collapse)
 
 
-def tree_boxes(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None,
-               expansion: ExpansionRecord | None = None, collapse: bool | None = None) -> list[_Box]:
+def tree_boxes(drawing: TreeDrawing, collapse: bool | None = None) -> list[_Box]:
     """The boxes drawn: every node, the target's token, EAGLE-2's pruned candidates, and -- folding
     (``collapse``; None: when there are more than ``COLLAPSE_OVER``) -- unreached branches as "+N"."""
-    boxes = _boxes(root, nodes, next_token) + _pruned_boxes(expansion)
+    boxes = _boxes(drawing.root, drawing.nodes, drawing.next_token) + _pruned_boxes(drawing.expansion)
     if collapse or (collapse is None and len(boxes) > COLLAPSE_OVER):
         boxes = _fold(boxes)
     return boxes
 
 
-def draw_tree(root: TokenRecord, nodes: list[NodeRecord], next_token: TokenRecord | None, lang: str, title: str,
-              *, show_probs: bool = True, expansion: ExpansionRecord | None = None,
-              positions: dict[int, PositionRecord] | None = None, collapse: bool | None = None) -> go.Figure:
-    """A draft tree under ``root`` with the target's ``next_token`` (None: not verified yet).
-
-    ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom.
-    ``expansion``: EAGLE-2's scored tree (StepRecord.expansion); its pruned nodes are drawn faded.
-    ``positions``: the target's top alternatives after each node (StepRecord.inspect), for the tooltips.
-    """
-    boxes = tree_boxes(root, nodes, next_token, expansion, collapse)
+def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool = True,
+              collapse: bool | None = None) -> go.Figure:
+    """A draft tree; ``show_probs=False`` hides q and p, for the hand-made illustration of the classroom."""
+    boxes = tree_boxes(drawing, collapse)
+    positions = drawing.positions
     layout = layout_tree(boxes, show_probs)
     depth, probs_below = layout.depth, layout.probs_below
     rows = dict(zip(layout.keys, layout.rows))

@@ -11,18 +11,17 @@ import torch
 
 from core import UserError
 from core.cost.probe import latency_context
-from core.drafters import BASELINE, SWEEP_AUTO, SWEEP_DEFAULT
+from core.drafters import BASELINE
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import load_prompts
 from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes, read_sweep_result
 
-from ..controls import COMPARE_CHOICES, number
+from ..controls import COMPARE_CHOICES, SWEEP_AUTO, SWEEP_DEFAULT, number
 from ..figures import batch_figure
 from ..guard import guarded
 from ..i18n import t
-from ..labels import Labels
-from ..limits import RunGate
 from ..session import Session, ensure
+from .page import Page
 from .upload import refusal
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
@@ -83,8 +82,9 @@ def _quiet(_: str) -> None:
     return None
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          gate: RunGate) -> BatchView:
+def build(page: Page) -> BatchView:
+    labels, state, lang, presets, default_preset, gate = (page.labels, page.state, page.lang, page.presets,
+                                                          page.default_preset, page.gate)
     labels.make(gr.Markdown, text="batch.intro")
     with gr.Row():
         upload = labels.make(gr.File, file_types=[".json"], elem_id="batch-upload", scale=3, label="batch.upload")

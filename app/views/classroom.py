@@ -12,10 +12,10 @@ from core.request import DecodeRequest
 from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded
 from ..i18n import t
-from ..labels import Labels
 from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text, live_note
 from ..limits import RunGate
 from ..session import Run, Session, ensure
+from .page import Page
 from .panels import StepPanels, step_panels
 
 LIVE_K = 4  # the article's draft guesses four tokens
@@ -66,8 +66,8 @@ class ClassroomButtons:
 PRESENT_JS = "(on) => { document.body.classList.toggle('sdl-present', on); return on; }"
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          gate: RunGate) -> ClassroomView:
+def build(page: Page) -> ClassroomView:
+    labels, presets, default_preset = page.labels, page.presets, page.default_preset
     present = labels.make(gr.Checkbox, value=False, label="class.present", elem_id="lesson-present")
     present.change(None, present, present, js=PRESENT_JS)
     labels.make(gr.Markdown, text="class.intro", elem_id="lesson-intro")
@@ -97,14 +97,14 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
-    wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, state, lang,
-         [prompt, preset, drafter], presets, gate)
+    wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, [prompt, preset, drafter],
+         page)
     return view
 
 
-def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, state: gr.State, lang: gr.Radio,
-         settings: list, presets: list[str], gate: RunGate) -> None:
+def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, settings: list, page: Page) -> None:
     """``settings``: the live run's prompt, preset and drafter controls."""
+    state, lang, presets, gate = page.state, page.lang, page.presets, page.gate
     h = {name: guarded(status)(handler) for name, handler in handlers(view, status, state, presets, gate).items()}
     frame_outputs = [state, status, view.frame_label, view.caption, view.figure]
     live_outputs = [state, status, view.ledger, *view.panels.outputs]

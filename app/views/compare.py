@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core.drafters import COMPARE_DEFAULT
 from core.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
 from core.request import DecodeRequest
@@ -16,15 +15,15 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
 
 from .. import memory
-from ..controls import COMPARE_CHOICES, CompareControls, ModelPolicy, compare_requests, number
+from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..limits import RunGate
 from ..render import markdown_text
 from ..session import Session, comparison_points, ensure, model_name
 from .own_models import own_model_fields
+from .page import Page
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
 DEFAULT_SHAPES = "auto, 4"  # the goodput controller's choice beside a fixed chain
@@ -83,6 +82,7 @@ def flag_lines(comparison: Comparison, lang: str) -> list[str]:
 
 @dataclass
 class CompareView:
+    state: gr.State  # the browser session's Session
     status: gr.Markdown
     table: gr.Dataframe
     plot: gr.Plot
@@ -120,8 +120,9 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
                            seed=seed, max_new_tokens=max_new, target=own_target, draft=own_draft, repeats=repeats)
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          policy: ModelPolicy, gate: RunGate) -> CompareView:
+def build(page: Page) -> CompareView:
+    labels, state, lang, presets, gate = page.labels, page.state, page.lang, page.presets, page.gate
+    policy, default_preset = page.policy, page.default_preset
     settings = build_controls(labels, presets, default_preset, policy)
     with gr.Row():
         run_btn = labels.make(gr.Button, text="btn.compare", variant="primary", elem_id="cmp-run")
@@ -130,7 +131,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     result_table = labels.make(gr.Dataframe, table(None, labels.lang), label="panel.compare_table", interactive=False,
                                elem_id="cmp-table")
     plot = labels.make(gr.Plot, label="panel.compare_plot", elem_id="cmp-plot")
-    view = CompareView(status, result_table, plot)
+    view = CompareView(state, status, result_table, plot)
 
     @guarded(status)
     def on_compare(lang_value, session, *values):
@@ -141,7 +142,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
         gate.check_budget(requests * rounds, lang_value)
         with gate.slot(session, lang_value, long=True):
             with lab_metrics().queue(model_name(requests[0]), len(requests) * rounds) as queue:  # /metrics: waiting
-                yield from compare(view, state, session, requests, rounds, lang_value, queue)
+                yield from compare(view, session, requests, rounds, lang_value, queue)
 
     @guarded(status)
     def on_stop(lang_value, session):
@@ -156,8 +157,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], d
     return view
 
 
-def compare(view: CompareView, state: gr.State, session: Session, requests: list[DecodeRequest], repeats: int,
-            lang: str, queue):
+def compare(view: CompareView, session: Session, requests: list[DecodeRequest], repeats: int, lang: str, queue):
     """Warm up, then time the requests in interleaved rounds (``core.studies.comparison``), yielding the page as it
     grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting)."""
     session.compare_stop = False
@@ -171,7 +171,8 @@ def compare(view: CompareView, state: gr.State, session: Session, requests: list
             memory.give_back()
             yield view.render(session, lang)
             continue
-        yield {state: session, view.status: "<br>".join([_progress_line(progress, len(requests), lang), *skipped])}
+        line = _progress_line(progress, len(requests), lang)
+        yield {view.state: session, view.status: "<br>".join([line, *skipped])}
     comparison = session.comparison
     if comparison.stopped is not None:
         yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
@@ -181,7 +182,7 @@ def compare(view: CompareView, state: gr.State, session: Session, requests: list
     session.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
     lines = [done, *flag_lines(comparison, lang), *skipped]
-    yield {state: session, view.status: "<br>".join(lines), **view.render(session, lang)}
+    yield {view.state: session, view.status: "<br>".join(lines), **view.render(session, lang)}
 
 
 def _metered(request: DecodeRequest):

@@ -14,17 +14,16 @@ from pathlib import Path
 import gradio as gr
 
 from core import UserError
-from core.drafters import SERVING_DEFAULT
 from core.records.metrics import tally
 from core.request import DecodeRequest
 
-from ..controls import DRAFTER_NAMES, choice, number, prompt_text
+from ..controls import DRAFTER_NAMES, SERVING_DEFAULT, choice, number, prompt_text
 from ..figures.serving import kv_pair_figure, masks_figure, timeline_figure
 from ..figures.style import empty
 from ..guard import guarded
 from ..i18n import t
-from ..labels import Labels
 from ..session import ServingRun, Session, ensure
+from .page import Page
 
 BENCH = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
 BENCH_FOLDERS = {"tiny": "tiny-cpu", "gemma-270m": "gemma-cpu"}
@@ -193,7 +192,8 @@ class ServingView:
                 self.kv: kv_pair_figure(last, lang), self.questions: questions_markdown(run, lang)}
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str) -> ServingView:
+def build(page: Page) -> ServingView:
+    labels, state, lang, presets, default_preset = page.labels, page.state, page.lang, page.presets, page.default_preset
     labels.make(gr.Markdown, text="serve.intro")
     with gr.Row():
         with gr.Column(scale=1, min_width=300):

@@ -17,6 +17,7 @@ from ..limits import RunGate
 from ..render import summary_markdown
 from ..session import Run, Session, ensure, measured_point
 from .own_models import own_model_fields
+from .page import Page
 from .panels import StepPanels, step_panels
 
 PLAY_DELAY_S = 0.4
@@ -106,23 +107,23 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
     return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, presets: list[str], default_preset: str,
-          default_drafter: str, policy: ModelPolicy, gate: RunGate) -> StepperView:
+def build(page: Page, default_drafter: str) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
-            ctl = build_controls(labels, presets, default_preset, default_drafter, policy)
+            ctl = build_controls(page.labels, page.presets, page.default_preset, default_drafter, page.policy)
             status = gr.Markdown(elem_id="step-status", elem_classes=["sdl-status"])
             summary = gr.Markdown(elem_id="step-summary")
         with gr.Column(scale=3):
-            panels = step_panels(labels, "step")
+            panels = step_panels(page.labels, "step")
     view = StepperView(panels, status, summary, ctl.download)
-    wire(view, ctl, state, lang, presets, policy, gate)
+    wire(view, ctl, page)
     return view
 
 
-def wire(view: StepperView, ctl: StepperControls, state: gr.State, lang: gr.Radio, presets: list[str],
-         policy: ModelPolicy, gate: RunGate) -> None:
+def wire(view: StepperView, ctl: StepperControls, page: Page) -> None:
     """The buttons' handlers; Step and Play take a decoding slot (``app.limits``) and check their own values."""
+    state, lang, gate = page.state, page.lang, page.gate
+    presets, policy = page.presets, page.policy
     handlers = handlers_for(view, state, presets, policy, gate)
     outputs = [state, *view.outputs]
     for name in ("step", "play"):

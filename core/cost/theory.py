@@ -16,13 +16,18 @@ The paper takes v = 1. Worked example: alpha = 0.6, k = 4, c = 0.05 gives 2.31 t
 verify and a 1.92x speedup with v = 1, 1.23x with v(5) = 1.67.
 
 For a measured run the same model reads ``predicted_speedup(tau, k, c, v)``: its measured tokens
-per forward over its measured drafting cost and the verify cost the curve gives for its trees.
+per forward over its measured drafting cost and the verify cost the curve gives for its trees
+(``run_model`` reads every term off the run's StepRecords).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from core.cost.curve import CostCurve
 from core.errors import UserError
+from core.records.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
+from core.records.steps import StepRecord
 
 
 def _check(alpha: float, k: int, c: float = 0.0, v: float = 1.0) -> None:
@@ -57,3 +62,35 @@ def predicted_speedup(tau: float, k: int, c: float, v: float) -> float:
     if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau >= 0):
         raise UserError(f"tau must be a number >= 0 (got {tau!r})")
     return tau / (k * c + v)
+
+
+@dataclass(frozen=True)
+class RunModel:
+    """A measured run (or a set-up's repeats, pooled) in the model's terms, every number from its
+    StepRecords (``core.records.metrics``); None where its inputs are unknown."""
+
+    alpha: float  # acceptance rate
+    tau: float  # tokens per target forward
+    draft_cost: float | None  # drafting time / verify time, over the drafting steps
+    c: float | None  # drafting time per drafted position, in one-token target forwards
+    v: float | None  # measured verify time per step, in one-token forwards
+    v_model: float | None  # what the cost curve says the run's verifies cost
+    predicted: float | None  # tau / (k*c + v_model)
+    v_by_nodes: dict[int, float]  # the run's own v(n) points
+
+
+def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
+              curve: CostCurve | None = None) -> RunModel:
+    """``records`` of a run drafting ``k`` deep, with times counted in ``forward_s`` (a one-token
+    forward: a comparison's baseline, else the curve's) and ``curve`` the target's v(n) for the prediction."""
+    totals = tally(records)
+    forward_s = forward_s or (curve.forward_s if curve else None)
+    cost = step_cost(records, forward_s) if forward_s else None
+    c = cost.draft / k if cost is not None and k > 0 else None
+    v_model = expected_verify_cost(records, curve.v) if curve is not None else None
+    return RunModel(
+        alpha=totals.acceptance_rate, tau=totals.tau, draft_cost=totals.draft_cost, c=c,
+        v=None if cost is None else cost.verify, v_model=v_model,
+        predicted=predicted_speedup(totals.tau, k, c, v_model) if c is not None and v_model else None,
+        v_by_nodes=verify_cost_by_nodes(records, forward_s) if forward_s else {},
+    )

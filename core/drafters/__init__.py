@@ -2,8 +2,6 @@
 options (``Drafter.Options``); a new drafter is one module plus one line in ``DRAFTERS``."""
 from __future__ import annotations
 
-import re
-
 from pydantic.fields import FieldInfo
 
 from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext
@@ -23,13 +21,6 @@ BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedu
 
 DEFAULT_DRAFTER = DraftModelDrafter.name  # what a request drafts with when it names no drafter
 
-# What the app offers first: every drafter side by side in Compare; the Batch size sweep starts with
-# the two that need no learned features, and offers the goodput controller on three of them.
-COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
-SWEEP_DEFAULT = [DraftModelDrafter.name, NgramDrafter.name]
-SERVING_DEFAULT = DraftModelDrafter.name  # a draft model holds KV of its own: both caches to watch
-SWEEP_AUTO = [f"{DraftModelDrafter.name}:auto", f"{NgramDrafter.name}:auto", f"{HybridDrafter.name}:auto-tree"]
-
 
 def lookup(name: str) -> tuple[type[Drafter], dict]:
     """The drafter class a name asks for, and the options the name fixes (``draft-xs``: size xs)."""
@@ -42,16 +33,6 @@ def lookup(name: str) -> tuple[type[Drafter], dict]:
 def drafter_names() -> list[str]:
     """Every name a run may ask for, in the order the app shows them."""
     return [name for cls in DRAFTERS.values() for name in cls.names()]
-
-
-def drafter_color(label: str) -> str:
-    """The colour of the drafter a label, spec or proposer starts with (``eagle3 · tree 4x5``,
-    ``draft:auto``, ``ngram``): one colour per drafter in every figure; grey if none matches."""
-    name = re.split(r"[\s:·+]", label.strip(), maxsplit=1)[0]
-    for cls in DRAFTERS.values():
-        if name in cls.names():
-            return cls.alias_colors.get(name, cls.color)
-    return Drafter.color
 
 
 def option_fields() -> dict[str, FieldInfo]:
@@ -68,5 +49,6 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "COMPARE_DEFAULT", "DEFAULT_DRAFTER", "DRAFTERS", "SERVING_DEFAULT", "SWEEP_AUTO", "SWEEP_DEFAULT", "drafter_color", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs", "DrafterOptions",
-           "ProposeContext", "drafter_names", "lookup", "option_fields", "option_owners"]
+__all__ = ["BASELINE", "DEFAULT_DRAFTER", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs",
+           "DrafterOptions", "HybridDrafter", "NgramDrafter", "ProposeContext", "drafter_names", "lookup", "option_fields",
+           "option_owners"]

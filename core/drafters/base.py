@@ -172,8 +172,6 @@ class Drafter:
     drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
     free_levels = False  # True: part of its draft costs nothing (a lookup), so it is asked even when drafting
     # does not pay, with ``ProposeContext.free_depth`` for that part
-    color = "#777777"  # its line and outline in every figure (the drafters': Tableau 10, one hue each)
-    alias_colors: dict[str, str] = {}  # a colour per alias, where aliases sit side by side
 
     def __init__(self, shape: DraftShape | None = None):
         self.shape = shape

@@ -54,8 +54,6 @@ class DraftModelDrafter(Drafter):
     name = "draft"
     Options = DraftOptions
     aliases = {"draft-xs": {"draft_size": "xs"}, "draft": {}, "draft-l": {"draft_size": "l"}}
-    color = "#4e79a7"
-    alias_colors = {"draft-xs": "#9cc3e6", "draft-l": "#1f3f66"}
     uses_draft_model = True
 
     @classmethod

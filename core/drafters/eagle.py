@@ -36,7 +36,7 @@ from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run
 from core.drafters.weights import LearnedOptions, default_folder, load_folder
 from core.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
-from core.runtime.kv_cache import PagedKVCache, RequestKV
+from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
 from core.runtime.tree import DraftTree
 
 
@@ -132,7 +132,6 @@ class EagleDrafter(Drafter):
     """
 
     name = "eagle"
-    color = "#59a14f"
     recipe = Recipe(fused_layers=False, output_norm=False, ttt_steps=1, feature_weight=1.0)
     drafts_full_tree = False
     auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
@@ -168,12 +167,10 @@ class EagleDrafter(Drafter):
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         expanded_per_step = (self.depth - 1) * self.top_k
         num_blocks = -(-(capacity_tokens + expanded_per_step) // self.block_size) + 1
-        pool = PagedKVCache(
-            num_layers=1, num_kv_heads=self.net.config.num_key_value_heads,
-            head_dim=self.net.config.hidden_size // self.net.config.num_attention_heads,
-            num_blocks=num_blocks, block_size=self.block_size,
-            dtype=self.net.head_weight.dtype, device=self.net.head_weight.device,
-        )
+        layout = SlotLayout(num_layers=1, num_kv_heads=self.net.config.num_key_value_heads,
+                            head_dim=self.net.config.hidden_size // self.net.config.num_attention_heads,
+                            dtype=self.net.head_weight.dtype, device=self.net.head_weight.device)
+        pool = PagedKVCache(layout, num_blocks=num_blocks, block_size=self.block_size)
         self.kv = pool.new_request()
         self.waiting: list[list[torch.Tensor]] = []  # target hidden states not yet fed: per observe, [n, H] a layer
         self.fed = 0  # committed positions whose pair the drafter cache holds
@@ -273,5 +270,4 @@ class Eagle3Drafter(EagleDrafter):
     trained with training-time test; everything that differs is in its weights' config."""
 
     name = "eagle3"
-    color = "#e15759"
     recipe = Recipe(fused_layers=True, output_norm=True, ttt_steps=4, feature_weight=0.0)

@@ -33,7 +33,6 @@ class HybridOptions(EagleOptions):
 
 class HybridDrafter(Wrapper):
     name = "hybrid"
-    color = "#9c755f"
     Options = HybridOptions
     drafts_full_tree = False
     free_levels = True  # the n-gram chain: as deep as the budget allows, also where EAGLE-3 is not asked

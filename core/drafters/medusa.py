@@ -179,7 +179,6 @@ class MedusaDrafter(Drafter):
     """
 
     name = "medusa"
-    color = "#b07aa1"
     hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
 
     Options = MedusaOptions

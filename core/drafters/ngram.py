@@ -31,7 +31,6 @@ class NgramOptions(DrafterOptions):
 class NgramDrafter(Drafter):
     name = "ngram"
     Options = NgramOptions
-    color = "#f28e2b"
 
     def __init__(self, shape: DraftShape, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1,
                  lookup: str = "newest"):

@@ -7,7 +7,6 @@ from core.drafters.base import Drafter, DrafterInputs, DrafterOptions
 class NoDrafter(Drafter):
     name = "none"
     drafts = False
-    color = "#3d3d3d"
 
     def __init__(self):
         super().__init__(shape=None)

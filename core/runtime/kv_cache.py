@@ -104,42 +104,39 @@ class _StepLog:
             self.freed_blocks += blocks
 
 
+@dataclass(frozen=True)
+class SlotLayout:
+    """What one slot of a pool holds: K and V, ``num_kv_heads`` x ``head_dim`` each, in each of
+    ``num_layers`` layers."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    dtype: torch.dtype = torch.float32
+    device: torch.device | str = "cpu"
+
+
 class PagedKVCache:
     """The K/V pool of one model: one slot tensor per layer and one block pool."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        num_kv_heads: int,
-        head_dim: int,
-        num_blocks: int,
-        block_size: int = 16,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ):
+    def __init__(self, layout: SlotLayout, num_blocks: int, block_size: int = 16):
         self.pool = BlockPool(num_blocks, block_size)
         self.block_size = block_size
         num_slots = num_blocks * block_size
-        shape = (num_slots, num_kv_heads, head_dim)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.num_layers = num_layers
-        self.device = torch.device(device)
+        shape = (num_slots, layout.num_kv_heads, layout.head_dim)  # [slots, kv heads, head_dim] per layer
+        self.keys = [torch.zeros(shape, dtype=layout.dtype, device=layout.device) for _ in range(layout.num_layers)]
+        self.values = [torch.zeros(shape, dtype=layout.dtype, device=layout.device) for _ in range(layout.num_layers)]
+        self.num_layers = layout.num_layers
+        self.device = torch.device(layout.device)
 
     @classmethod
     def for_model(cls, model, num_blocks: int, block_size: int = 16) -> "PagedKVCache":
         config = model.config.get_text_config()
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         num_kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        return cls(
-            num_layers=config.num_hidden_layers,
-            num_kv_heads=num_kv_heads,
-            head_dim=head_dim,
-            num_blocks=num_blocks,
-            block_size=block_size,
-            dtype=model.dtype,
-            device=model.device,
-        )
+        layout = SlotLayout(num_layers=config.num_hidden_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                            dtype=model.dtype, device=model.device)
+        return cls(layout, num_blocks, block_size)
 
     @property
     def block_bytes(self) -> int:

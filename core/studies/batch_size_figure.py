@@ -9,12 +9,13 @@ It reads a bench result (``core.studies.batch_size``'s ``batch_sweep``, ``batch_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import plotly.graph_objects as go
-from plotly.colors import sequential
+from plotly.colors import qualitative, sequential
 from plotly.subplots import make_subplots
 
-from core.drafters import BASELINE, drafter_color
+from core.drafters import BASELINE
 
 KNEE = 1.5  # the knee: the fewest tokens whose forward costs this many one-token forwards
 
@@ -32,12 +33,14 @@ class SweepFigureText:
     knee: str = "knee: {tokens} tokens cost {factor:.1f}× one"
 
 
-def sweep_figure(result: dict, text: SweepFigureText = SweepFigureText()) -> go.Figure:
-    """``result`` holds a non-empty ``batch_sweep``; each drafter in its own colour (``drafter_color``),
-    the latency curves shaded by batch size, the knee of the batch-1 curve marked."""
+def sweep_figure(result: dict, text: SweepFigureText = SweepFigureText(),
+                 color: Callable[[str], str] | None = None) -> go.Figure:
+    """``result`` holds a non-empty ``batch_sweep``; each drafter in its own colour (``color`` of its
+    spec -- the app passes its palette's; by default Tableau 10 in order), the latency curves shaded
+    by batch size, the knee of the batch-1 curve marked."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=(text.plot_throughput, text.plot_latency))
-    _throughput(fig, result, text)
+    _throughput(fig, result, text, color)
     _latency(fig, result.get("forward_latency") or [], text)
     sizes = sorted({r["batch"] for r in result["batch_sweep"]})
     fig.update_xaxes(type="log", title=text.axis_batch, tickvals=sizes, row=1, col=1)
@@ -47,11 +50,11 @@ def sweep_figure(result: dict, text: SweepFigureText = SweepFigureText()) -> go.
     return fig
 
 
-def _throughput(fig: go.Figure, result: dict, text: SweepFigureText) -> None:
+def _throughput(fig: go.Figure, result: dict, text: SweepFigureText, color_of: Callable[[str], str] | None) -> None:
     rows = result["batch_sweep"]
     color = {}
     for name in dict.fromkeys(r["drafter"] for r in rows):
-        color[name] = drafter_color(name)
+        color[name] = color_of(name) if color_of else qualitative.T10[len(color) % len(qualitative.T10)]
         mine = sorted((r for r in rows if r["drafter"] == name), key=lambda r: r["batch"])
         fig.add_trace(go.Scatter(
             x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine], name=name, mode="lines+markers",

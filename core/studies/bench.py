@@ -31,7 +31,7 @@ import torch
 from core.api import build_decoder, greedy_generate_kwargs
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_REPEATS, latency_context, measure_verify_cost, verify_markdown
 from core.cost.timing import prompt_speedups, speedup, time_interleaved
-from core.drafters import BASELINE, SWEEP_DEFAULT, DraftModelDrafter
+from core.drafters import BASELINE, DraftModelDrafter, NgramDrafter
 from core.errors import UserError
 from core.files import write_text_atomic
 from core.models.loading import load_model, pick_device, resolve_preset
@@ -44,7 +44,7 @@ from core.studies.batch_size import crossover, measure_latency, measure_throughp
 @dataclass(frozen=True)
 class BenchConfig:
     preset: str = "tiny"
-    drafters: tuple[str, ...] = (BASELINE, *SWEEP_DEFAULT)
+    drafters: tuple[str, ...] = (BASELINE, DraftModelDrafter.name, NgramDrafter.name)
     prompts_file: str = str(HELDOUT_PROMPTS)
     max_new_tokens: int = 64
     repeats: int = 3
