@@ -42,3 +42,10 @@ MAX_SECONDS = 86_400.0
 MAX_PROMPTS_FILE_BYTES = 4 * MIB  # --prompts of bench and serve-metrics
 MAX_CONFIG_BYTES = 4 * MIB  # a model's or a drafter's config.json (and vocab_map.json)
 MAX_SAFETENSORS_HEADER = 16 * MIB  # the JSON header of a drafter's model.safetensors
+
+# ---- model and drafter folders (core.models.loading.ModelFields, core.drafters.weights) --------
+MAX_HIDDEN = 65_536  # past the largest open models, far below an overflow
+MAX_LAYERS = 1_024
+MAX_HEADS = 1_024
+MAX_CONTEXT = 2**24
+MAX_PARAMETERS = 2 * 10**12

@@ -129,7 +129,7 @@ def test_non_loopback_targets_are_refused(url, monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", fake)
     with pytest.raises(RemoteTarget):
         checked_target(url, allow_remote=False)
-    assert checked_target(url, allow_remote=True)[0] == url
+    assert checked_target(url, allow_remote=True).netloc == url.split("/")[2]
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1/", "http:///metrics", "127.0.0.1:80"])
@@ -144,9 +144,9 @@ def test_loopback_names_are_fetched_at_the_checked_address():
     port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=lab.registry)
     try:
-        url, host = checked_target(f"http://localhost:{port}/metrics", allow_remote=False)
-        assert url.startswith("http://127.0.0.1:") or url.startswith("http://[::1]:")
-        assert host == f"localhost:{port}"
+        target = checked_target(f"http://localhost:{port}/metrics", allow_remote=False)
+        assert target.address_url.startswith(("http://127.0.0.1:", "http://[::1]:"))
+        assert target.netloc == f"localhost:{port}" and target.path == "/metrics"
         scrape = parse(fetch(f"http://localhost:{port}/metrics"), t=0)
         assert scrape.drafts == 3
     finally:

@@ -33,6 +33,7 @@ class MonitorPolicy:
     def for_server(cls, host: str, port: int, allow_remote: bool = False) -> "MonitorPolicy":
         """The lab's own /metrics, reached over loopback when the server listens there or everywhere."""
         own = "127.0.0.1" if is_loopback(host) or host in ("0.0.0.0", "::", "") else host
+        own = f"[{own}]" if ":" in own else own  # an IPv6 address: http://[2001:db8::1]:7860/metrics
         return cls(default_url=f"http://{own}:{port}/metrics", allow_remote=allow_remote)
 
 

@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from core.errors import UserError
 from core.files import write_atomic, write_text_atomic
+from core.limits import MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
+from core.models.loading import fields_error, read_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 ARCHITECTURES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")
@@ -44,8 +49,8 @@ def is_checkpoint(folder: str | Path) -> bool:
     if not config_file.is_file():
         return False
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        config = read_json(config_file, "drafter config")
+    except UserError:
         return False
     return isinstance(config, dict) and any(a in ARCHITECTURES for a in config.get("architectures") or [])
 
@@ -136,6 +141,48 @@ def write_checkpoint(out: Path, config: dict, tensors: dict[str, torch.Tensor], 
     write_text_atomic(out / "README.md", card)
 
 
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a drafter's ``model.safetensors``, after its header is checked: at most
+    ``MAX_SAFETENSORS_HEADER`` bytes, well-formed, and its tensors no larger than the file. Any
+    failure is a UserError (never a SafetensorError or a huge allocation)."""
+    try:
+        size = file.stat().st_size
+        with open(file, "rb") as f:
+            header = int.from_bytes(f.read(8), "little")
+    except OSError as e:
+        raise UserError(f"cannot read {file}: {e.strerror or e}") from None
+    if size < 8 or header > min(MAX_SAFETENSORS_HEADER, size - 8):
+        raise UserError(f"{file} is not a safetensors file (its header is too large or cut short)")
+    try:
+        with safe_open(str(file), "pt") as f:
+            shapes = {name: f.get_slice(name).get_shape() for name in f.keys()}
+        tensors = load_file(str(file))
+    except (SafetensorError, RuntimeError, ValueError, TypeError) as e:
+        raise UserError(f"{file} is not a valid safetensors file: {str(e).splitlines()[0][:200]}") from None
+    if any(list(tensors[name].shape) != list(shape) for name, shape in shapes.items()):
+        raise UserError(f"{file} is not a valid safetensors file")
+    return tensors
+
+
+class CheckpointFields(BaseModel):
+    """The fields of a vLLM EAGLE-3 config.json the lab reads back (ranges: core.drafters.weights)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    hidden_size: Annotated[int, Field(ge=1, le=MAX_HIDDEN)]
+    intermediate_size: Annotated[int, Field(ge=1, le=8 * MAX_HIDDEN)]
+    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
+    num_key_value_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
+    max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
+    rms_norm_eps: Annotated[float, Field(gt=0, lt=1)]
+    rope_theta: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    rope_parameters: dict | None = None
+    vocab_size: Annotated[int, Field(ge=2, le=MAX_TOKEN_ID)]
+    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    eagle_aux_hidden_state_layer_ids: Annotated[list[Annotated[int, Field(ge=0, le=MAX_LAYERS)]],
+                                                Field(min_length=1, max_length=8)]
+
+
 def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict, dict[str, torch.Tensor]]:
     """A vLLM EAGLE-3 checkpoint -> (the lab's drafter config, its state dict).
 
@@ -143,9 +190,24 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
     target's rows at the draft vocabulary (a checkpoint that trained its own head is refused).
     """
     folder = Path(folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    tensors = load_file(str(folder / "model.safetensors"))
-    draft_vocab = torch.arange(len(tensors["lm_head.weight"])) + tensors.get("d2t", 0)
+    config = read_json(folder / "config.json", "drafter config")
+    try:
+        fields = CheckpointFields.model_validate(config)
+    except ValidationError as e:
+        raise fields_error(f"{folder}/config.json", e) from None
+    if fields.rope_theta is None and not isinstance((fields.rope_parameters or {}).get("rope_theta"), (int, float)):
+        raise UserError(f"{folder}/config.json: rope_theta is missing")
+    tensors = read_safetensors(folder / "model.safetensors")
+    lm_head, d2t = tensors.get("lm_head.weight"), tensors.get("d2t")
+    vocab = head_weight.shape[0]
+    if lm_head is None or lm_head.dim() != 2 or lm_head.shape[1] != head_weight.shape[1] or len(lm_head) > vocab:
+        raise UserError(f"{folder}: lm_head.weight is missing or not [draft vocab, {head_weight.shape[1]}] "
+                        "(the target's hidden size)")
+    if d2t is not None and (d2t.shape != (len(lm_head),) or d2t.is_floating_point() or d2t.dtype == torch.bool):
+        raise UserError(f"{folder}: d2t must be {len(lm_head)} integers (one per draft token)")
+    draft_vocab = torch.arange(len(lm_head)) + (d2t.long() if d2t is not None else 0)
+    if len(draft_vocab) and (int(draft_vocab.min()) < 0 or int(draft_vocab.max()) >= vocab):
+        raise UserError(f"{folder}: d2t maps draft tokens outside the target's vocabulary of {vocab}")
     if not torch.equal(tensors["lm_head.weight"], head_weight[draft_vocab].to(tensors["lm_head.weight"].dtype)):
         raise UserError(f"{folder}: its lm_head is not the target's (a drafter with a head of its own); the lab's "
                         "drafter borrows the target's LM head")
@@ -153,7 +215,7 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
         raise UserError(f"{folder} ships its own embed_tokens; the lab's drafter borrows the target's embedding")
     back = [(new, old) for old, new in RENAMES]
     state = {_rename(k, back): v for k, v in tensors.items() if k not in ("lm_head.weight", "d2t", "t2d")}
-    full = config.get("draft_vocab_size", config["vocab_size"]) == config["vocab_size"]
+    full = len(lm_head) == vocab and (d2t is None or not d2t.any())
     if not full:
         state["draft_vocab"] = draft_vocab
     lab = config.get(LAB_FIELD) or {}
@@ -161,7 +223,8 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
         "target_layers": list(config["eagle_aux_hidden_state_layer_ids"]), "hidden_size": config["hidden_size"],
         "intermediate_size": config["intermediate_size"], "num_attention_heads": config["num_attention_heads"],
         "num_key_value_heads": config["num_key_value_heads"],
-        "max_position_embeddings": config["max_position_embeddings"], "rope_theta": float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]),
+        "max_position_embeddings": config["max_position_embeddings"],
+        "rope_theta": float(fields.rope_theta or fields.rope_parameters["rope_theta"]),
         "rms_norm_eps": config["rms_norm_eps"], "output_norm": True,
         "draft_vocab_size": None if full else len(draft_vocab), "layout": "reference",
     }

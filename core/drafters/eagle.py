@@ -33,7 +33,7 @@ from pydantic import Field
 
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
-from core.drafters.weights import LearnedOptions, default_folder, load_folder
+from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
 from core.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
 from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
@@ -151,7 +151,7 @@ class EagleDrafter(Drafter):
         embed = target.model.get_input_embeddings().weight
         head = target.model.get_output_embeddings().weight
         self.net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
-        self.net.load_state_dict(state)
+        load_checked(self.net, state, folder)
         self.net.to(device=head.device, dtype=head.dtype).eval()
         self.hidden_layers = net_config.target_layers
         self.model_path = str(folder)

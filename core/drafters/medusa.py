@@ -23,7 +23,7 @@ from torch.nn import functional as F
 
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext, pick_children
 from core.drafters.vocab import Columns, keep_draft_vocab
-from core.drafters.weights import LearnedOptions, default_folder, load_folder
+from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
 from core.errors import UserError
 from core.limits import MAX_TREE_NODES
 from core.runtime.tree import DraftTree
@@ -193,7 +193,7 @@ class MedusaDrafter(Drafter):
         config, state = load_folder(folder, "medusa", target.model)
         head_weight = target.model.get_output_embeddings().weight
         self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight, state.get("draft_vocab"))
-        self.heads.load_state_dict(state)
+        load_checked(self.heads, state, folder)
         self.heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
         self.model_path = str(folder)
         if medusa_choices is None:

@@ -11,15 +11,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from typing import Annotated, Literal
+
 import torch
-from pydantic import Field
-from safetensors.torch import load_file, save_file
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from safetensors.torch import save_file
 
 from core.drafters import checkpoint
 from core.drafters.base import DrafterOptions
+from core.drafters.checkpoint import read_safetensors
 from core.errors import UserError
+from core.files import write_atomic, write_text_atomic
+from core.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_TOKEN_ID
 from core.models.fingerprint import target_fingerprint
-from core.models.loading import drafter_home
+from core.models.loading import check_memory, check_symlinks, drafter_home, fields_error, read_json
 
 
 class LearnedOptions(DrafterOptions):
@@ -37,38 +42,156 @@ def default_folder(target_path: str, kind: str) -> Path:
 
 
 def save_folder(folder: Path, config: dict, module: torch.nn.Module) -> None:
-    """Write ``config.json`` and the module's own weights (``model.safetensors``) into ``folder``."""
+    """Write ``config.json`` and the module's own weights (``model.safetensors``) into ``folder``,
+    each to a temporary file renamed into place."""
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous() for k, v in module.state_dict().items()}
-    save_file(state, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_atomic(folder / "model.safetensors", lambda tmp: save_file(state, str(tmp)))
+    write_text_atomic(folder / "config.json", json.dumps(config, ensure_ascii=False, indent=2) + "\n")
+
+
+Size = Annotated[int, Field(ge=1, le=MAX_HIDDEN)]
+
+
+class NetFields(BaseModel):
+    """An EAGLE / EAGLE-3 drafter's ``net`` (``core.drafters.eagle_net.FeatureDrafterConfig``), in range."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_layers: Annotated[list[Annotated[int, Field(ge=0, le=MAX_LAYERS)]], Field(min_length=1, max_length=8)]
+    hidden_size: Size
+    intermediate_size: Annotated[int, Field(ge=1, le=8 * MAX_HIDDEN)]
+    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
+    num_key_value_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
+    max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
+    rope_theta: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10000.0
+    rms_norm_eps: Annotated[float, Field(gt=0, lt=1)] = 1e-6
+    output_norm: bool = False
+    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    layout: Literal["lab", "reference"] = "lab"
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "NetFields":
+        if self.hidden_size % self.num_attention_heads or self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must divide hidden_size, and num_key_value_heads the heads")
+        return self
+
+    def parameters(self) -> int:
+        hidden, kv = self.hidden_size, self.hidden_size // self.num_attention_heads * self.num_key_value_heads
+        return 3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv + 3 * hidden * self.intermediate_size
+
+
+class HeadsFields(BaseModel):
+    """Medusa's ``heads`` (``core.drafters.medusa.MedusaConfig``), in range."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_heads: Annotated[int, Field(ge=1, le=MAX_DEPTH)]
+    hidden_size: Size
+    own_lm_head: bool = False
+    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+
+
+class DrafterFields(BaseModel):
+    """What the lab reads from a drafter folder's ``config.json``; other records (held-out numbers) pass."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["medusa", "eagle", "eagle3"]
+    target: dict | None = None
+    net: NetFields | None = None
+    heads: HeadsFields | None = None
 
 
 def load_folder(folder: str | Path, kind: str, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
     """Read a drafter folder of ``kind`` and check it was trained for ``target_model``.
 
     Returns (config, state_dict on CPU). Raises UserError, naming the training command, when the
-    folder is missing, holds another kind of drafter, or was trained for another target.
+    folder is missing, holds another kind of drafter, or was trained for another target; and
+    naming the field or tensor when its config is out of range, its layer ids or draft vocabulary do
+    not fit the target, a symlink leaves the folder, or its safetensors file is malformed. Names and
+    shapes of the tensors are checked against the module built from the config by ``load_checked``.
     """
     folder = Path(folder)
+    if folder.is_dir():
+        check_symlinks(folder)
     if kind == "eagle3" and checkpoint.is_checkpoint(folder):  # exported for vLLM (python -m core export)
-        return _checked_vllm(folder, target_model)
+        config, state = _checked_vllm(folder, target_model)
+    else:
+        config, state = _checked_lab(folder, kind, target_model)
+    _check_against_target(folder, kind, config, state, target_model)
+    return config, state
+
+
+def _checked_lab(folder: Path, kind: str, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
     config_file, weights_file = folder / "config.json", folder / "model.safetensors"
     if not (config_file.is_file() and weights_file.is_file()):
         raise UserError(
             f"no trained {kind} weights in {folder}: train them with "
             f"`python -m core train {kind} --target <target folder>` or pass --drafter-weights"
         )
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config = read_json(config_file, "drafter config")
     if config.get("kind") != kind:
-        raise UserError(f"{folder} holds {config.get('kind')!r} weights, not {kind!r}")
+        raise UserError(f"{folder} holds {str(config.get('kind'))[:40]!r} weights, not {kind!r}")
     expected = target_fingerprint(target_model)
     if config.get("target") != expected:
         raise UserError(
             f"the {kind} weights in {folder} were trained for another target "
-            f"({config.get('target')} != {expected}); retrain them for this target"
+            f"({str(config.get('target'))[:200]} != {expected}); retrain them for this target"
         )
-    return config, load_file(str(weights_file))
+    return config, read_safetensors(weights_file)
+
+
+def _check_against_target(folder: Path, kind: str, config: dict, state: dict, target_model) -> None:
+    """The config's fields in range, and its layer ids, hidden size and draft vocabulary the target's."""
+    try:
+        fields = DrafterFields.model_validate(config)
+    except ValidationError as e:
+        raise fields_error(f"{folder}/config.json", e) from None
+    text = target_model.config.get_text_config()
+    vocab = target_model.get_output_embeddings().weight.shape[0]
+    part = fields.heads if kind == "medusa" else fields.net
+    if part is None:
+        raise UserError(f"{folder}/config.json: {'heads' if kind == 'medusa' else 'net'} is missing")
+    if part.hidden_size != text.hidden_size:
+        raise UserError(f"{folder}: hidden_size {part.hidden_size} is not the target's {text.hidden_size}")
+    if kind != "medusa" and not all(i <= text.num_hidden_layers for i in part.target_layers):
+        raise UserError(f"{folder}: target_layers must be hidden-state ids from 0 to {text.num_hidden_layers} "
+                        "(the target's layers)")
+    if part.draft_vocab_size is not None and part.draft_vocab_size > vocab:
+        raise UserError(f"{folder}: draft_vocab_size is larger than the target's vocabulary of {vocab}")
+    draft_vocab = state.get("draft_vocab")
+    if draft_vocab is not None:
+        if draft_vocab.dim() != 1 or draft_vocab.is_floating_point() or draft_vocab.dtype == torch.bool or \
+                len(draft_vocab) != (part.draft_vocab_size or -1):
+            raise UserError(f"{folder}: draft_vocab must be draft_vocab_size ({part.draft_vocab_size}) target ids")
+        if len(draft_vocab) and (int(draft_vocab.min()) < 0 or int(draft_vocab.max()) >= vocab or
+                                 len(torch.unique(draft_vocab)) != len(draft_vocab)):
+            raise UserError(f"{folder}: draft_vocab must hold distinct target ids below {vocab}")
+    elif part.draft_vocab_size is not None:
+        raise UserError(f"{folder}: draft_vocab_size is set but the draft_vocab tensor is missing")
+    if kind == "medusa":
+        rows = part.draft_vocab_size or vocab
+        parameters = part.num_heads * (part.hidden_size + 1) * part.hidden_size * (1 + (rows if part.own_lm_head else 0))
+    else:
+        parameters = part.parameters()
+    check_memory(parameters, 4, f"the {kind} drafter in {folder}")
+
+
+def load_checked(module: torch.nn.Module, state: dict[str, torch.Tensor], folder) -> None:
+    """``module.load_state_dict(state)`` after checking names and shapes: a mismatch is a UserError
+    naming the tensors, not a RuntimeError."""
+    expected = {name: tuple(t.shape) for name, t in module.state_dict().items()}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(name for name in set(expected) & set(state) if tuple(state[name].shape) != expected[name])
+    for what, names in (("missing tensors", missing), ("unexpected tensors", unexpected),
+                        ("tensors of the wrong shape", wrong)):
+        if names:
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            shapes = f" (expected {expected[names[0]]})" if what.endswith("shape") else ""
+            raise UserError(f"{folder}: {what}: {', '.join(names[:3])}{more}{shapes}")
+    module.load_state_dict(state)
 
 
 def _checked_vllm(folder: Path, target_model) -> tuple[dict, dict[str, torch.Tensor]]:

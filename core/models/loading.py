@@ -18,10 +18,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
+from typing import Annotated
+
+import psutil
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from safetensors import SafetensorError
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from core.errors import UserError
+from core.files import read_capped
+from core.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
+                         MAX_TOKEN_ID)
 from core.models import gemma
 from core.runtime.kernels import pack_linears
 
@@ -107,7 +115,8 @@ class LoadedModel:
         return self.model.get_output_embeddings().weight.shape[0]
 
 
-MAX_LOADED_MODELS = 6  # a preset's target and its three draft sizes, and two more
+MAX_LOADED_MODELS = 6
+  # a preset's target and its three draft sizes, and two more
 HUB_PROBE_TIMEOUT_S = 3.0
 ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _loaded: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()  # least recently used first
@@ -175,16 +184,116 @@ def load_model(path: str, device: str | None = None, trust_remote_code: bool = F
         return loaded
 
 
+class ModelFields(BaseModel):
+    """The config fields the lab reads from a model (its text config), in sane ranges: checked, with a
+    memory estimate, before anything is allocated (``check_config``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    vocab_size: Annotated[int, Field(ge=2, le=MAX_TOKEN_ID)]
+    hidden_size: Annotated[int, Field(ge=1, le=MAX_HIDDEN)]
+    num_hidden_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS)]
+    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
+    num_key_value_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)] | None = None
+    head_dim: Annotated[int, Field(ge=1, le=MAX_HIDDEN)] | None = None
+    intermediate_size: Annotated[int, Field(ge=1, le=8 * MAX_HIDDEN)] | None = None
+    max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] | None = None
+    tie_word_embeddings: bool | None = None
+
+    def parameters(self) -> int:
+        """About how many weights the model has (a dense decoder; an MoE's experts are not counted)."""
+        head_dim = self.head_dim or self.hidden_size // self.num_attention_heads
+        kv = (self.num_key_value_heads or self.num_attention_heads) * head_dim
+        attention = 2 * self.hidden_size * self.num_attention_heads * head_dim + 2 * self.hidden_size * kv
+        mlp = 3 * self.hidden_size * (self.intermediate_size or 4 * self.hidden_size)
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings is not False else 2)
+        return embeddings + self.num_hidden_layers * (attention + mlp)
+
+
+def fields_error(where: str, error: ValidationError) -> UserError:
+    """A pydantic error as one line naming the field, without echoing a huge value."""
+    first = error.errors()[0]
+    name = ".".join(str(p) for p in first["loc"]) or "config"
+    return UserError(f"{where}: {name}: {first['msg']}")
+
+
+def check_memory(parameters: int, bytes_per_weight: int, what: str) -> None:
+    """Refuse, before allocating, a model whose weights would not fit the memory available now."""
+    need = parameters * bytes_per_weight
+    available = psutil.virtual_memory().available
+    if parameters > MAX_PARAMETERS or need > available:
+        raise UserError(f"{what} needs about {need / 2**30:,.1f} GiB for its weights ({parameters:,} parameters); "
+                        f"{available / 2**30:,.1f} GiB of memory is available")
+
+
+def check_symlinks(folder: str | Path) -> None:
+    """Every file of a model or drafter folder must stay inside it: a symlink out is refused."""
+    root = Path(folder).resolve()
+    for entry in Path(folder).rglob("*"):
+        if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+            raise UserError(f"{folder}: {entry.name} is a symlink to outside the folder")
+
+
+def read_json(file: Path, what: str) -> dict:
+    """A JSON object from ``file`` (at most ``MAX_CONFIG_BYTES``); anything else is a UserError."""
+    try:
+        data = json.loads(read_capped(file, MAX_CONFIG_BYTES, what))
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise UserError(f"{what} {str(file)!r} is not valid JSON: {str(e).splitlines()[0][:200]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what} {str(file)!r} is not a JSON object")
+    return data
+
+
+def check_config(path: str, config, dtype: torch.dtype) -> ModelFields:
+    """The text config's fields the lab reads, in range, and the weights' memory estimate."""
+    text = config.get_text_config()
+    try:
+        fields = ModelFields.model_validate({name: getattr(text, name, None) for name in ModelFields.model_fields
+                                             if getattr(text, name, None) is not None})
+    except ValidationError as e:
+        raise fields_error(f"could not load model {path!r}: config.json", e) from None
+    check_memory(fields.parameters(), torch.finfo(dtype).bits // 8, f"model {path!r}")
+    return fields
+
+
+def _config(path: str, options: dict):
+    """The model's config, read and checked before any weight is allocated."""
+    if Path(path).is_dir():
+        check_symlinks(path)
+        read_json(Path(path) / "config.json", "model config")
+    try:
+        return AutoConfig.from_pretrained(path, **options)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"could not load model {path!r}: {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    text = ANSI_CODE.sub("", str(e)).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def _check_loaded(path: str, info: dict) -> None:
+    """Refuse a model whose weights did not all load (transformers would fill them at random)."""
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
+        keys = sorted(str(k if isinstance(k, str) else k[0]) for k in info.get(kind) or ())
+        if keys:
+            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+            raise UserError(f"could not load model {path!r}: its weights do not fit its architecture "
+                            f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{more})")
+
+
 def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> LoadedModel:
     """Read a model folder or hub id: fp32 on CPU, bf16 on CUDA; a failure is a UserError."""
     dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
     vocab_map = read_vocab_map(path)
     local_only = not Path(path).is_dir() and hub_offline()
     options = dict(trust_remote_code=trust_remote_code, local_files_only=local_only)
+    check_config(path, _config(path, options), dtype)
     try:
         tokenizer = None if vocab_map else AutoTokenizer.from_pretrained(path, **options)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **options)
-    except (OSError, ValueError) as e:
+        model, info = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, output_loading_info=True, **options)
+    except (OSError, ValueError, KeyError, SafetensorError) as e:
         text = ANSI_CODE.sub("", str(e)).strip()
         first_line = text.splitlines()[0] if text else type(e).__name__
         if "custom code" in text or "trust_remote_code" in text:
@@ -194,6 +303,7 @@ def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> Loa
             first_line = (f"it is not in the local hub cache and the hub ({hub_endpoint()}) cannot be reached; "
                           "download it where there is a network, or pass a local model folder")
         raise UserError(f"could not load model {path!r}: {first_line}") from None
+    _check_loaded(path, info)
     model.to(torch_device).eval()
     if torch_device.type == "cpu":
         pack_linears(model)  # faster multi-row verifies (core.runtime.kernels); small models are left alone
@@ -236,8 +346,17 @@ def read_vocab_map(path: str) -> VocabMap | None:
     file = Path(path) / VOCAB_MAP_FILE
     if not file.is_file():
         return None
-    data = json.loads(file.read_text(encoding="utf-8"))
-    return VocabMap(tuple(data["target_ids"]), int(data["other_id"]), data["tokens_sha256"])
+    try:
+        data = VocabMapFile.model_validate(read_json(file, "vocab map"))
+    except ValidationError as e:
+        raise fields_error(f"{file}", e) from None
+    return VocabMap(tuple(data.target_ids), data.other_id, data.tokens_sha256)
+
+
+class VocabMapFile(BaseModel):
+    target_ids: Annotated[list[Annotated[int, Field(ge=0, lt=MAX_TOKEN_ID)]], Field(min_length=1, max_length=MAX_TOKEN_ID)]
+    other_id: Annotated[int, Field(ge=0, lt=MAX_TOKEN_ID)]
+    tokens_sha256: Annotated[str, Field(max_length=64)]
 
 
 def sliding_window(config) -> int | None:

@@ -9,26 +9,36 @@ definitions, applied to the counters' deltas. SGLang exports no draft counters, 
 running mean of the acceptance length (the gauge ``sglang:spec_accept_length``, averaged here over
 its ranks): for it tau is that gauge, and per-position acceptance and token rates stay empty.
 
-Fetching is guarded against request forgery: the target's host name is resolved first, and
-unless remote targets are allowed every address must be a loopback one; the request then goes
-to the checked address itself (no second lookup), and redirects are not followed.
+Fetching is guarded against request forgery and against hostile endpoints: the target's host name
+is resolved once, and unless remote targets are allowed every address must be a loopback one; the
+connection goes to the checked address itself (no second lookup, for https too: TLS checks the
+certificate against the name), redirects are not followed, and the whole fetch (connect, headers,
+body) has one deadline and a size cap. A reply that is not the Prometheus text format is refused
+naming a line number, never quoting the text: a visitor must not read other services' replies.
 """
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
 import socket
-import urllib.error
-import urllib.request
+import ssl
+import threading
+import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import UserError
 from core.records.metrics import Tallies
 
-MAX_BYTES = 8 * 1024 * 1024
-TIMEOUT_S = 5.0
+MAX_BYTES = 8 * 1024 * 1024  # a reply's body
+MAX_HEADER_BYTES = 64 * 1024
+MAX_URL = 2000
+TIMEOUT_S = 5.0  # the whole fetch: connect, TLS, headers and body
+MAX_SERIES = 100_000  # sample lines of one reply
+MAX_POSITION = 64  # the largest per-position label read (vLLM: 0 .. num_speculative_tokens - 1)
 COUNTERS = {  # sample name -> Scrape field
     "vllm:spec_decode_num_drafts_total": "drafts",
     "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
@@ -59,28 +69,60 @@ class Scrape:
     spec_decode: bool = False  # the endpoint reports speculation at all (vLLM's counters or SGLang's gauge)
 
 
+SAMPLE_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s+\S+(\s+\S+)?")
+READ = {*COUNTERS, *GAUGES, PER_POSITION, SGLANG_ACCEPT_LENGTH}
+
+
 def parse(text: str, t: float) -> Scrape:
-    """The Prometheus text format -> a Scrape (a malformed text is a UserError)."""
+    """The Prometheus text format -> a Scrape; anything else is a one-line UserError that names a line
+    number and never quotes the text (it may come from any service on this machine).
+
+    Bounded: at most ``MAX_SERIES`` samples, a ``position`` label of at most ``MAX_POSITION``, and the
+    values read must be finite and non-negative (counters and queue lengths).
+    """
     values: dict[str, float] = {}
     positions: dict[int, float] = {}
     lengths: list[float] = []
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                field = COUNTERS.get(sample.name) or GAUGES.get(sample.name)
-                if field:
-                    values[field] = values.get(field, 0.0) + sample.value
-                elif sample.name == PER_POSITION and sample.labels.get("position", "").isdigit():
-                    position = int(sample.labels["position"])
-                    positions[position] = positions.get(position, 0.0) + sample.value
-                elif sample.name == SGLANG_ACCEPT_LENGTH:
-                    lengths.append(sample.value)
-    except ValueError as e:
-        raise UserError(f"not the Prometheus text format: {e}") from None
+    series = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = SAMPLE_LINE.fullmatch(line)
+        if not match:
+            raise UserError(f"line {number} is not the Prometheus text format")
+        series += 1
+        if series > MAX_SERIES:
+            raise UserError(f"more than {MAX_SERIES:,} series: not a serving engine's /metrics")
+        if match.group(1) not in READ:
+            continue
+        sample = _sample(line, number)
+        field = COUNTERS.get(sample.name) or GAUGES.get(sample.name)
+        if field:
+            values[field] = values.get(field, 0.0) + sample.value
+        elif sample.name == PER_POSITION:
+            position = sample.labels.get("position", "")
+            if not (position.isascii() and position.isdigit() and int(position) <= MAX_POSITION):
+                raise UserError(f"line {number}: the position label must be a number from 0 to {MAX_POSITION}")
+            positions[int(position)] = positions.get(int(position), 0.0) + sample.value
+        else:
+            lengths.append(sample.value)
     per_position = tuple(positions.get(i, 0.0) for i in range(max(positions, default=-1) + 1))
     accept_length = sum(lengths) / len(lengths) if lengths else None
     return Scrape(t=t, accepted_per_position=per_position, accept_length=accept_length,
                   spec_decode="drafts" in values or accept_length is not None, **values)
+
+
+def _sample(line: str, number: int):
+    """One sample line, read by prometheus-client's parser; its value finite and non-negative."""
+    try:
+        [family] = text_string_to_metric_families(line)
+        [sample] = family.samples
+    except Exception:  # the parser's errors quote the line: say where, not what
+        raise UserError(f"line {number} is not the Prometheus text format") from None
+    if not (math.isfinite(sample.value) and sample.value >= 0):
+        raise UserError(f"line {number}: {sample.name} must be a finite number >= 0")
+    return sample
 
 
 def _delta(before: float, after: float) -> float:
@@ -190,6 +232,23 @@ class Watch:
 
 
 # ---- fetching ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """A checked monitor URL: the address its host resolved to, which is the one connected to."""
+
+    scheme: str
+    hostname: str  # as written (TLS checks the certificate against it)
+    address: str  # the resolved address that passed the check
+    port: int
+    netloc: str  # the Host header
+    path: str  # with the query
+
+    @property
+    def address_url(self) -> str:
+        literal = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.scheme}://{literal}:{self.port}{self.path}"
+
+
 def _addresses(host: str, port: int) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -213,44 +272,141 @@ class RemoteTarget(UserError):
                          "this machine can be monitored unless remote targets are allowed (--allow-remote-monitor)")
 
 
-def checked_target(url: str, allow_remote: bool) -> tuple[str, str]:
-    """Validate ``url`` (http or https, a host) and resolve its host; unless ``allow_remote``,
-    every address it resolves to must be loopback. Returns (URL to fetch, Host header)."""
-    parts = urlsplit(url.strip())
+def checked_target(url: str, allow_remote: bool) -> Target:
+    """Validate ``url`` (http or https, a host) and resolve its host once; unless ``allow_remote``,
+    every address it resolves to must be loopback. ``fetch`` connects to the address returned."""
+    text = url.strip()
+    if len(text) > MAX_URL or any(ord(c) < 33 for c in text):
+        raise UserError("the URL is too long or holds spaces or control characters")
+    parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"{url!r} is not an http(s) URL")
+        raise UserError(f"{text!r} is not an http(s) URL")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise UserError(f"{url!r} has an invalid port") from None
+        raise UserError(f"{text!r} has an invalid port") from None
     addresses = _addresses(parts.hostname, port)
     remote = [a for a in addresses if not is_loopback_address(a)]
     if remote and not allow_remote:
         raise RemoteTarget(parts.hostname, remote)
-    if allow_remote or parts.scheme == "https":
-        return url.strip(), parts.netloc
-    address = addresses[0]
-    literal = f"[{address}]" if ":" in address else address
-    return urlunsplit(parts._replace(netloc=f"{literal}:{port}")), parts.netloc
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(parts.scheme, parts.hostname, addresses[0], port, parts.netloc.rpartition("@")[2], path)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # a redirect could point anywhere: it is an error here
-
-
-def fetch(url: str, allow_remote: bool = False) -> str:
-    """The text at ``url`` (at most MAX_BYTES), after ``checked_target``; failures are UserErrors."""
-    address_url, host = checked_target(url, allow_remote)
-    opener = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(address_url, headers={"Host": host, "Accept": "text/plain"})
+def fetch(url: str, allow_remote: bool = False, deadline_s: float = TIMEOUT_S) -> str:
+    """The text at ``url``, after ``checked_target``, within ``deadline_s`` in all (connect, TLS,
+    headers and body) and at most ``MAX_BYTES``; no redirect is followed. Failures are one-line
+    UserErrors that never quote what the server sent."""
+    end = time.monotonic() + deadline_s
+    target = checked_target(url, allow_remote)
+    shown = f"{target.scheme}://{target.netloc}"
     try:
-        with opener.open(request, timeout=TIMEOUT_S) as response:
-            body = response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as e:
-        raise UserError(f"{url} answered HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise UserError(f"cannot read {url}: {getattr(e, 'reason', e)}") from None
+        raw = _exchange(target, end)
+    except TimeoutError:
+        raise UserError(f"{shown} did not answer in full within {deadline_s:g} s") from None
+    except ssl.SSLError as e:
+        raise UserError(f"cannot read {shown}: TLS failed ({e.reason or type(e).__name__})") from None
+    except OSError as e:
+        raise UserError(f"cannot read {shown}: {e.strerror or type(e).__name__}") from None
+    return _body(raw, shown)
+
+
+def _exchange(target: Target, end: float) -> bytes:
+    """Send a GET to the checked address and read the whole reply (headers + body), or raise
+    TimeoutError at ``end``: a watchdog shuts the socket then, however slowly the server trickles."""
+    def left() -> float:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
+
+    sock = socket.create_connection((target.address, target.port), timeout=left())
+    watchdog = threading.Timer(left(), lambda: _shut(sock))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if target.scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=target.hostname)
+        sock.settimeout(left())
+        sock.sendall(f"GET {target.path} HTTP/1.1\r\nHost: {target.netloc}\r\nAccept: text/plain\r\n"
+                     "Accept-Encoding: identity\r\nConnection: close\r\nUser-Agent: sdlab-monitor\r\n\r\n".encode())
+        chunks, size = [], 0
+        while True:
+            sock.settimeout(left())
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_BYTES + MAX_HEADER_BYTES:
+                raise UserError(f"{target.scheme}://{target.netloc} sent more than {MAX_BYTES // 2**20} MB")
+            chunks.append(chunk)
+        left()  # a reply cut by the watchdog is a timeout, not an end
+        return b"".join(chunks)
+    except OSError:
+        if time.monotonic() >= end:
+            raise TimeoutError from None
+        raise
+    finally:
+        watchdog.cancel()
+        sock.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _body(raw: bytes, shown: str) -> str:
+    """The body of an HTTP/1.x reply (``Content-Length``, chunked, or up to the close) as UTF-8 text."""
+    head, separator, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = re.fullmatch(rb"HTTP/1\.[01] (\d{3})(?: .*)?", lines[0]) if separator and len(head) <= MAX_HEADER_BYTES else None
+    if not status:
+        raise UserError(f"{shown} did not answer with HTTP")
+    code = int(status.group(1))
+    if code != 200:
+        raise UserError(f"{shown} answered HTTP {code}" + (" (a redirect: not followed)" if 300 <= code < 400 else ""))
+    headers = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon:
+            raise UserError(f"{shown} sent a malformed HTTP header")
+        headers[name.strip().lower()] = value.strip().lower()
+    if headers.get(b"transfer-encoding", b"identity") != b"identity":
+        if headers[b"transfer-encoding"] != b"chunked":
+            raise UserError(f"{shown} sent a transfer encoding the monitor does not read")
+        body = _dechunk(body, shown)
+    elif b"content-length" in headers:
+        if not headers[b"content-length"].isdigit():
+            raise UserError(f"{shown} sent a malformed Content-Length")
+        length = int(headers[b"content-length"])
+        if len(body) < length:
+            raise UserError(f"{shown} ended its reply early ({len(body):,} of {length:,} bytes)")
+        body = body[:length]
+    if headers.get(b"content-encoding", b"identity") != b"identity":
+        raise UserError(f"{shown} sent a compressed reply the monitor does not read")
     if len(body) > MAX_BYTES:
-        raise UserError(f"{url} sent more than {MAX_BYTES // 2**20} MB")
-    return body.decode("utf-8", errors="replace")
+        raise UserError(f"{shown} sent more than {MAX_BYTES // 2**20} MB")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{shown} did not send UTF-8 text") from None
+
+
+def _dechunk(data: bytes, shown: str) -> bytes:
+    out, at = [], 0
+    while True:
+        size_end = data.find(b"\r\n", at)
+        size_text = data[at:size_end].split(b";")[0].strip() if size_end >= 0 else b""
+        if size_end < 0 or not re.fullmatch(rb"[0-9a-fA-F]{1,8}", size_text):
+            raise UserError(f"{shown} ended its reply early or sent a malformed chunk")
+        size = int(size_text, 16)
+        if size == 0:
+            return b"".join(out)
+        start = size_end + 2
+        if len(data) < start + size + 2:
+            raise UserError(f"{shown} ended its reply early or sent a malformed chunk")
+        out.append(data[start:start + size])
+        at = start + size + 2
