@@ -332,6 +332,8 @@ def markdown_table(result: dict) -> str:
             )
     for name, reason in result.get("hf_skipped", {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | |")
+    for name, reason in result.get("vllm_info", {}).get("skipped", {}).items():
+        lines.append(f"| vLLM-CPU {name} | not run: {reason} | | | | | | |")
     if "generate" in result["hf"]:
         ratio = result["hf"]["generate"]["ours_none_vs_generate"]
         lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
@@ -343,7 +345,6 @@ def markdown_table(result: dict) -> str:
                       f"Its speedups are over its own plain decoding; its plain text is "
                       f"{'identical to' if same else 'NOT identical to'} the lab's `none` on every prompt. "
                       f"τ for vLLM is 1 + accepted / drafts (its counters)."]
-        lines += [f"| vLLM-CPU {name} | not run: {reason} | | | | | | |" for name, reason in info["skipped"].items()]
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
