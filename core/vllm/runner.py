@@ -9,7 +9,8 @@ It speaks JSON lines: one request per stdin line, one answer per request on stdo
 * ``generate``: ``{"prompts": [[token ids], ...], "max_tokens"}``, greedy -> ``{"outputs": [{"tokens",
   "text", "finish_reason"}], "wall_s", "metrics"}`` where ``metrics`` is how much each of vLLM's own
   counters (``LLM.get_metrics()``) grew during this call;
-* ``metrics``: the counters as they are; ``quit``.
+* ``metrics``: the counters as they are; ``exposition``: ``{"text"}``, the Prometheus text of vLLM's
+  registry, what its server's ``/metrics`` shows; ``quit``.
 
 An error in a request is answered ``{"error": "..."}`` and the runner goes on. Only the standard
 library and vLLM are used here: this file runs under the venv's Python, not the lab's.
@@ -93,6 +94,10 @@ class Runner:
             return self.generate(request)
         if op == "metrics":
             return {"metrics": counters(self.llm)}
+        if op == "exposition":
+            from prometheus_client import REGISTRY, generate_latest
+
+            return {"text": generate_latest(REGISTRY).decode()}
         raise ValueError(f"unknown op {op!r}")
 
 

