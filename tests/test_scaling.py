@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from core.train.scaling import run_key
+from core.train.scaling import markdown_table, run_key
 
 
 def args(**changes):
@@ -37,3 +37,13 @@ def test_model_cards_name_no_home_folder():
     assert home_relative(Path("assets/gemma-270m/eagle3")) == "assets/gemma-270m/eagle3"  # as given
     assert home_relative(Path.home() / ".cache" / "run" / "eagle3") == "~/.cache/run/eagle3"
     assert home_relative(f"{Path.home()}-other/x") == f"{Path.home()}-other/x"  # not under it
+
+
+def test_the_table_reports_the_chat_set_where_it_was_measured():
+    run = dict(drafter="eagle3", fraction=1.0, positions=1024, train_seconds=10.0, tau=2.5,
+               per_position=[0.6, 0.4, 0.3, 0.2, 0.1, 0.05])
+    rows = markdown_table([run, {**run, "drafter": "eagle", "chat": {"tau": 2.1, "per_position": [0.55] + [0.1] * 5}}])
+    lines = rows.splitlines()
+    assert lines[0].endswith("| chat τ | chat depth 1 |") and len(lines) == 4
+    assert lines[2].endswith("| 2.10 | 0.550 |")  # eagle sorts first
+    assert lines[3].endswith("| 0.050 | – | – |")  # measured before the chat set

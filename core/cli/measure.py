@@ -21,7 +21,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
     p.add_argument("--draft", help="draft model folder or hub id (overrides the preset's)")
     p.add_argument("--drafters", default="none,draft,ngram", help="comma-separated; must include none")
-    p.add_argument("--prompts", help="prompts file, one per line (default: the held-out set in assets/prompts)")
+    p.add_argument("--prompts", help="prompts file, one per line, or a held-out set of assets/prompts: heldout "
+                                     "(book-style, the default) or chat (chat-style)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--k", type=int, default=4)

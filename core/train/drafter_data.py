@@ -9,9 +9,11 @@ Every training sequence is ``seq_len`` tokens that the target reads once (teache
   prose, a system guide with shell sessions, Python source (``--sources``; each source's
   licence goes into the manifest) -- behind the target's BOS;
 - **distill** (``--distill-share``, default 15%): the target's own greedy continuation of a
-  prompt, either a chat-style question, instruction or code opening (core.train.chat_prompts)
-  or the opening of a corpus document. Greedy decoding costs far more per token than teacher
-  forcing on a CPU, hence the minority share; on a GPU it can be raised.
+  prompt, either a chat-style question, instruction, list, dialogue or code request
+  (core.train.chat_prompts) or the opening of a corpus document; a continuation that falls into a
+  repetition loop is broken out of it after a few repeating tokens (:class:`LoopGuard`). Greedy
+  decoding costs far more per token than teacher forcing on a CPU, hence the minority share; on a
+  GPU it can be raised.
 
 At every position the target's own labels are kept: its top-``top_k`` next tokens and their
 probabilities (index 0 is its greedy choice), never the text's next token. Of the hidden states
@@ -62,7 +64,7 @@ from core.train.features import DrafterData
 from core.train.more_text import MORE_SOURCES
 from core.train.streams import token_streams
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2  # 2: the wider chat prompt space, longer chat prompts, loop breaking
 ALL_SOURCES: dict[str, Source] = {source.name: source for source in SOURCES + MORE_SOURCES}
 # Sampling weight of each source's windows (renormalised over the chosen sources): half Chinese,
 # half English and code. The poems are small, so they get little weight (they would repeat).
@@ -80,7 +82,10 @@ class PipelineSettings:
     shard_sequences: int = 128  # sequences per shard file
     distill_share: float = 0.15  # share of sequences that are the target's greedy continuations
     chat_share: float = 0.75  # share of those continuing a chat-style prompt (the rest: a document opening)
-    prompt_tokens: int = 24  # longest prompt of a continuation, BOS included
+    prompt_tokens: int = 24  # longest document opening continued, BOS included
+    chat_prompt_tokens: int = 56  # longest chat-style prompt continued (two-turn dialogues reach ~50), BOS included
+    loop_ngram: int = 4  # a continued token "repeats" when the n-gram it ends occurred earlier in its sequence
+    loop_keep: int = 12  # after this many repeating tokens in a row a continuation breaks out of its loop (0: never)
     layers: tuple[int, ...] | None = None  # hidden_states indices kept; None: default_layers
     top_k: int = 8
     rescore: int = 64  # LM-head candidates rescored in float32 after a bf16 pass (0: all float32; see Head)
@@ -98,8 +103,10 @@ class PipelineSettings:
             raise UserError("--rescore must be 0 or at least --top-k")
         if not (0 <= self.distill_share <= 1 and 0 <= self.chat_share <= 1):
             raise UserError("--distill-share and the chat share must be between 0 and 1")
-        if not 8 <= self.prompt_tokens < self.seq_len:
-            raise UserError("the prompt length must be between 8 and seq_len - 1")
+        if not (8 <= self.prompt_tokens < self.seq_len and 8 <= self.chat_prompt_tokens < self.seq_len):
+            raise UserError("--prompt-tokens and --chat-prompt-tokens must be between 8 and seq_len - 1")
+        if self.loop_ngram < 1 or self.loop_keep < 0:
+            raise UserError("--loop-ngram must be >= 1 and --loop-keep >= 0")
 
     @property
     def shard_positions(self) -> int:
@@ -247,10 +254,47 @@ class Annotator:
                 "top_probs": logprobs.exp().to("cpu", torch.float32).view(shape)}
 
 
+@dataclass(frozen=True)
+class LoopGuard:
+    """Keeps a greedy continuation from spending its length in a repetition loop.
+
+    Greedy decoding of a small target often falls into a loop (the same phrase again and again);
+    left alone, loops would fill most continued positions. A continued token *repeats* when the
+    ``ngram`` tokens it ends occurred earlier in its sequence (prompt included). After ``keep``
+    repeating tokens in a row -- enough for a drafter to learn that a loop goes on -- the next
+    token is not the greedy one but the best of the target's top-k that does not repeat (its
+    second best when all of them do), and the count starts again. Labels are unaffected: they come
+    from the teacher-forced pass, so a broken position is still labelled with the target's greedy
+    choice; only which text the target reads changes. ``keep`` = 0: never break (pure greedy)."""
+    ngram: int
+    keep: int
+
+    def repeats(self, row: Sequence[int]) -> bool:
+        """Whether the last ``ngram`` tokens of ``row`` occurred earlier in it (overlaps count)."""
+        n = self.ngram
+        tail = list(row[-n:])
+        return len(row) > n and any(list(row[i : i + n]) == tail for i in range(len(row) - n))
+
+    def escape(self, row: Sequence[int], candidates: Sequence[int]) -> int:
+        """The best of ``candidates`` (ranked best first) that does not repeat after ``row``."""
+        for token in candidates:
+            if not self.repeats([*row, token]):
+                return token
+        return candidates[1] if len(candidates) > 1 else candidates[0]
+
+    def loop_share(self, row: Sequence[int], start: int) -> float:
+        """Share of the tokens of ``row`` from ``start`` on that repeat (0 if there are none)."""
+        flags = [self.repeats(row[: i + 1]) for i in range(start, len(row))]
+        return sum(flags) / len(flags) if flags else 0.0
+
+
 @torch.inference_mode()
-def continue_greedy(target, head: Head, prompts: list[list[int]], length: int) -> list[torch.Tensor]:
-    """Each prompt (token ids, BOS included) continued with the target's greedy tokens to ``length``
-    tokens, end-of-text suppressed (the text goes on). Prompts are batched with left padding; one
+def continue_greedy(target, head: Head, prompts: list[list[int]], length: int, guard: LoopGuard,
+                    top_k: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each prompt (token ids, BOS included) continued to ``length`` tokens with the target's greedy
+    tokens, end-of-text suppressed (the text goes on) and loops broken by ``guard`` (choosing among
+    the target's ``top_k``). Returns (tokens [length], broken [length] bool: True where the token is
+    a loop break, not the greedy choice) per prompt. Prompts are batched with left padding; one
     cached forward per new token, the LM head on the last position only."""
     device = target.device
     pad = target.tokenizer.pad_token_id
@@ -260,42 +304,55 @@ def continue_greedy(target, head: Head, prompts: list[list[int]], length: int) -
     positions = (mask.cumsum(1) - 1).clamp_min(0)
     banned = torch.tensor(sorted(target.eos_ids), device=device)
     cache = DynamicCache(config=target.model.config)
-    pieces, step_ids = [ids], ids
+    rows = [list(p) for p in prompts]
+    broken: list[list[bool]] = [[False] * len(p) for p in prompts]
+    runs = [0] * len(prompts)  # repeating tokens in a row at the end of each row
+    step_ids = ids
     for _ in range(length - min(len(p) for p in prompts)):
         out = target.model.base_model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
                                       cache=cache, use_cache=True)
-        step_ids = head.top(out.last_hidden_state[:, -1], 1, banned)[0]  # [B, 1]
-        pieces.append(step_ids)
+        candidates = head.top(out.last_hidden_state[:, -1], top_k if guard.keep else 1, banned)[0].tolist()  # [B, k]
+        chosen = []
+        for row, flags, best, b in zip(rows, broken, candidates, range(len(rows))):
+            token = guard.escape(row, best) if guard.keep and runs[b] >= guard.keep else best[0]
+            row.append(token)
+            flags.append(token != best[0])
+            runs[b] = 0 if token != best[0] else runs[b] + 1 if guard.repeats(row) else 0
+            chosen.append(token)
+        step_ids = torch.tensor(chosen, device=device)[:, None]  # [B, 1]
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         positions = positions[:, -1:] + 1
-    full = torch.cat(pieces, dim=1).cpu()
-    return [row[width - len(p):][:length] for row, p in zip(full, prompts)]
+    return [(torch.tensor(row[:length]), torch.tensor(flags[:length])) for row, flags in zip(rows, broken)]
 
 
 def shard_tokens(target, settings: PipelineSettings, plans: list[SequencePlan], streams: list[torch.Tensor],
-                 head: Head, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids [shard_sequences, seq_len] of the planned sequences, and the prompt length of each
-    continued one ([shard_sequences] int16; 0 for text)."""
+                 head: Head, batch_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token ids [shard_sequences, seq_len] of the planned sequences, the prompt length of each
+    continued one ([shard_sequences] int16; 0 for text) and where a continuation broke out of a
+    loop ([shard_sequences, seq_len] bool, see :class:`LoopGuard`)."""
     bos = target.tokenizer.bos_token_id
     length = settings.seq_len
+    guard = LoopGuard(settings.loop_ngram, settings.loop_keep)
     rows: list[torch.Tensor | None] = [None] * len(plans)
+    broken = torch.zeros(len(plans), length, dtype=torch.bool)
     prompts: dict[int, list[int]] = {}
     for i, plan in enumerate(plans):
         if plan.kind == TEXT:
             window = streams[plan.source][plan.start : plan.start + length - 1]
             rows[i] = torch.cat([torch.tensor([bos]), window])
         elif plan.source == CHAT_SOURCE:
-            prompts[i] = target.tokenizer(plan.prompt).input_ids[: settings.prompt_tokens]
+            prompts[i] = target.tokenizer(plan.prompt).input_ids[: settings.chat_prompt_tokens]
         else:
             opening = streams[plan.source][plan.start : plan.start + plan.prompt_len].tolist()
             prompts[i] = opening if opening[:1] == [bos] else [bos] + opening[: plan.prompt_len - 1]
     order = sorted(prompts, key=lambda i: len(prompts[i]))  # similar lengths together: less padding
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        for i, row in zip(batch, continue_greedy(target, head, [prompts[i] for i in batch], length)):
-            rows[i] = row
+        continued = continue_greedy(target, head, [prompts[i] for i in batch], length, guard, settings.top_k)
+        for i, (row, flags) in zip(batch, continued):
+            rows[i], broken[i] = row, flags
     prompt_lens = torch.tensor([len(prompts.get(i, ())) for i in range(len(plans))], dtype=torch.int16)
-    return torch.stack(rows), prompt_lens
+    return torch.stack(rows), prompt_lens, broken
 
 
 # ---- shards and the manifest -----------------------------------------------------------------
@@ -430,7 +487,8 @@ def _new_manifest(target, settings: PipelineSettings, fingerprint: dict, streams
                     "top_ids": "[S, T, top_k] int32 (index 0: the target's greedy next token)",
                     "top_probs": "[S, T, top_k] float32", "kind": f"[S] uint8 ({TEXT} text, {DISTILL} distill)",
                     "source": f"[S] int16 (index into sources; {CHAT_SOURCE}: chat prompt)",
-                    "prompt_len": "[S] int16 (distill: tokens before the continuation; text: 0)"},
+                    "prompt_len": "[S] int16 (distill: tokens before the continuation; text: 0)",
+                    "broken": "[S, T] bool (a continued token that breaks a repetition loop, not the greedy one)"},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [], "shards": 0, "positions": 0,
         "seconds": 0.0,
     }
@@ -452,16 +510,20 @@ def _make_shard(target, settings: PipelineSettings, run: RunOptions, folder: Pat
     start, cpu_start = time.perf_counter(), time.process_time()
     plans = plan_shard(settings, index, streams, openings)
     distilled = sum(p.kind == DISTILL for p in plans)
-    tokens, prompt_lens = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
+    tokens, prompt_lens, broken = shard_tokens(target, settings, plans, streams, head, run.gen_batch)
     decoded, cpu_decoded = time.perf_counter(), time.process_time()
-    log(f"shard {index + 1}/{n_shards}: {distilled} continuations decoded in "
-        f"{decoded - start:.1f} s; teacher-forced pass over {len(plans)} sequences next")
+    guard = LoopGuard(settings.loop_ngram, settings.loop_keep)
+    continued = [i for i, p in enumerate(plans) if p.kind == DISTILL]
+    loop_share = sum(guard.loop_share(tokens[i].tolist(), int(prompt_lens[i])) for i in continued) / max(1, len(continued))
+    log(f"shard {index + 1}/{n_shards}: {distilled} continuations decoded in {decoded - start:.1f} s "
+        f"({int(broken.sum())} loop breaks; {100 * loop_share:.0f}% of continued tokens repeat an earlier "
+        f"{settings.loop_ngram}-gram); teacher-forced pass over {len(plans)} sequences next")
     parts = [annotator(tokens[i : i + run.batch_size]) for i in range(0, len(tokens), run.batch_size)]
     forward_seconds = time.perf_counter() - decoded
     tensors = {name: torch.cat([p[name] for p in parts]).contiguous() for name in parts[0]}
     tensors.update(
         tokens=tokens.to(torch.int32), kind=torch.tensor([p.kind for p in plans], dtype=torch.uint8),
-        source=torch.tensor([p.source for p in plans], dtype=torch.int16), prompt_len=prompt_lens,
+        source=torch.tensor([p.source for p in plans], dtype=torch.int16), prompt_len=prompt_lens, broken=broken,
     )
     seconds = time.perf_counter() - start
     write_atomic(shard_path(folder, index), lambda tmp: save_file(
@@ -589,6 +651,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
                              f"{defaults.distill_share}; decoding is slow on a CPU, raise it on a GPU)")
     parser.add_argument("--chat-share", type=float, default=defaults.chat_share,
                         help="share of continued prompts that are chat-style (the rest: document openings)")
+    parser.add_argument("--prompt-tokens", type=int, default=defaults.prompt_tokens,
+                        help="longest document opening continued, BOS included")
+    parser.add_argument("--chat-prompt-tokens", type=int, default=defaults.chat_prompt_tokens,
+                        help="longest chat-style prompt continued, BOS included")
+    parser.add_argument("--loop-ngram", type=int, default=defaults.loop_ngram,
+                        help="a continued token repeats when the n-gram it ends occurred earlier in its sequence")
+    parser.add_argument("--loop-keep", type=int, default=defaults.loop_keep,
+                        help="repeating tokens in a row after which a continuation breaks out of its loop (0: never)")
     parser.add_argument("--layers", help="hidden_states indices to keep, comma-separated (default: 1, L/2, L-3, L)")
     parser.add_argument("--top-k", type=int, default=defaults.top_k)
     parser.add_argument("--rescore", type=int, default=defaults.rescore,
@@ -599,7 +669,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
     args = parser.parse_args(argv)
     settings = PipelineSettings(
         preset=args.preset, seq_len=args.seq_len, shard_sequences=args.shard_sequences,
-        distill_share=args.distill_share, chat_share=args.chat_share,
+        distill_share=args.distill_share, chat_share=args.chat_share, prompt_tokens=args.prompt_tokens,
+        chat_prompt_tokens=args.chat_prompt_tokens, loop_ngram=args.loop_ngram, loop_keep=args.loop_keep,
         layers=tuple(int(i) for i in args.layers.split(",")) if args.layers else None, top_k=args.top_k,
         rescore=args.rescore,
         sources=tuple(filter(None, args.sources.split(","))), seed=args.seed,

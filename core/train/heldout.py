@@ -1,7 +1,8 @@
 """Drafters on held-out prompts, greedy: tau, acceptance, per-position acceptance, draft cost.
 
 Prompts are ``assets/prompts/heldout.txt``: openings of held-out documents of each corpus
-source (never trained on, by the target or by any drafter). Each drafter decodes every prompt through the
+source (never trained on, by the target or by any drafter); ``--prompts chat`` takes the
+chat-style set ``assets/prompts/chat.txt`` instead. Each drafter decodes every prompt through the
 real engine; the numbers are pooled over all prompts:
 
 * ``tau`` -- new tokens per target forward (``RunResult.tau``);
@@ -46,9 +47,9 @@ class HeldoutNumbers:
         return data
 
 
-def heldout_prompts(target) -> list[list[int]]:
-    """Token ids of the held-out prompts (the shared held-out prompt file)."""
-    return [target.tokenizer(prompt).input_ids for prompt in load_prompts()]
+def heldout_prompts(target, prompts: str = "heldout") -> list[list[int]]:
+    """Token ids of a held-out prompt set (``heldout``: book-style, ``chat``: chat-style; or a file)."""
+    return [target.tokenizer(prompt).input_ids for prompt in load_prompts(prompts)]
 
 
 def evaluate(target, make_drafter: Callable[[], Drafter], prompts: list[list[int]], label: str,
@@ -149,13 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON lines too")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--prompts", default="heldout",
+                        help="held-out set: heldout (book-style, default), chat (chat-style), or a prompts file")
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     preset = resolve_preset(args.preset)
     target = load_model(preset.target, "cpu")
-    prompts = heldout_prompts(target)
+    prompts = heldout_prompts(target, args.prompts)
     rows = []
     for label, factory in lineup(target):
         rows.append(evaluate(target, factory, prompts, label, args.max_new_tokens))

@@ -1,6 +1,7 @@
 """What more data buys each feature drafter: EAGLE and EAGLE-3 for ``gemma-270m`` trained on shares
 of the stored drafter data with the same optimiser steps, each decoded through the engine on the
-held-out prompts (greedy, a 6-token chain: acceptance at depths 1-6 and tau).
+held-out prompts (greedy, a 6-token chain: acceptance at depths 1-6 and tau), book-style and
+chat-style (``assets/prompts/chat.txt``).
 
     python -m core.train.scaling --data cache [--fractions 0.05,0.2,1] [--steps 1000] [--threads 2] \\
         [--ship assets/gemma-270m] [--out docs/benchmarks/gemma-cpu/scaling.json]
@@ -43,15 +44,28 @@ def run_key(kind: str, fraction: float, args) -> str:
     return key
 
 
+def chat_numbers(kind: str, target, folder: Path) -> dict:
+    """The drafter in ``folder / kind`` on the chat-style held-out prompts: tau and acceptance per depth."""
+    drafter = eagle.DRAFTERS[kind]
+    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(folder / kind)),
+                               heldout.heldout_prompts(target, "chat"), f"{kind} k={DEPTH} chat")
+    return {"tau": round(numbers.tau, 3), "per_position": [round(p, 3) for p in numbers.per_position]}
+
+
 def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dict:
-    """Train ``kind`` on ``fraction`` of ``data``; decode the held-out prompts with it."""
+    """Train ``kind`` on ``fraction`` of ``data``; decode both held-out sets with it (book-style
+    ``heldout`` at the top level of the result, chat-style under ``chat``)."""
     cache = drafter_data.cache_root().parent / "scaling"
     key = run_key(kind, fraction, args)
     result_path = cache / f"{key}.json"
+    out = args.ship if fraction == 1 and args.ship else cache / key
     if result_path.exists():
         print(f"[scaling] {kind} on {fraction:.0%}: measured before ({result_path})", file=sys.stderr)
-        return json.loads(result_path.read_text(encoding="utf-8"))
-    out = args.ship if fraction == 1 and args.ship else cache / key
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+        if "chat" not in result and (out / kind / "model.safetensors").exists():  # measured before the chat set
+            result["chat"] = chat_numbers(kind, target, out)
+            result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        return result
     share = data if fraction == 1 else subset(data, fraction, args.seed)
     trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
                                       eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
@@ -63,7 +77,8 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
     numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind)),
                                heldout.heldout_prompts(target), f"{kind} k={DEPTH}")
     result = {"drafter": kind, "fraction": fraction, "positions": share.tokens.numel(), "steps": args.steps,
-              "train_seconds": round(seconds, 1), "threads": torch.get_num_threads(), **numbers.rounded()}
+              "train_seconds": round(seconds, 1), "threads": torch.get_num_threads(), **numbers.rounded(),
+              "chat": chat_numbers(kind, target, out)}
     cache.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(f"[scaling] {kind} on {fraction:.0%} ({result['positions']:,} positions): tau {numbers.tau:.2f}, "
@@ -116,13 +131,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown_table(runs: list[dict]) -> str:
-    """The runs as the table of docs/gemma.md: one row per drafter and share of the data."""
+    """The runs as the table of docs/gemma.md: one row per drafter and share of the data, on the
+    book-style held-out set, then tau and depth-1 acceptance on the chat-style one ("–": not measured)."""
     lines = ["| drafter | data | positions | train s | τ | " + " | ".join(f"depth {d}" for d in range(1, DEPTH + 1))
-             + " |", "|---" * (5 + DEPTH) + "|"]
+             + " | chat τ | chat depth 1 |", "|---" * (7 + DEPTH) + "|"]
     for r in sorted(runs, key=lambda r: (r["drafter"], r["fraction"])):
         depths = " | ".join(f"{p:.3f}" for p in r["per_position"])
+        chat = f"{r['chat']['tau']:.2f} | {r['chat']['per_position'][0]:.3f}" if "chat" in r else "– | –"
         lines.append(f"| {r['drafter']} | {r['fraction']:.0%} | {r['positions']:,} | {r['train_seconds']:.0f} | "
-                     f"{r['tau']:.2f} | {depths} |")
+                     f"{r['tau']:.2f} | {depths} | {chat} |")
     return "\n".join(lines)
 
 
