@@ -84,15 +84,15 @@ def test_auto_is_lossless_and_records_its_decisions(drafter, shape):
 def test_auto_sampling_keeps_the_seeded_law(monkeypatch):
     """At temperature > 0 a pruned draft is still verified by the exact rule (the chi-square test of
     the target's law over many seeds is in tests/test_sampling.py); here: reproducible from the seed
-    given the same choices. The controller's choices follow measured times, so its clock is made a
-    fixed one (1 ms a reading) and each run starts from nothing learned."""
-    import itertools
-
+    given the same choices. The controller's choices follow measured times, so its clock and the
+    engine's are made a fixed one (1 ms a reading) and each run starts from nothing learned."""
     import core.drafters.controller
+    import core.engine.decoder
 
     def run():
-        ticks = itertools.count()
-        monkeypatch.setattr(core.drafters.controller, "perf_counter", lambda: next(ticks) * 1e-3)
+        clock = TickingClock()
+        monkeypatch.setattr(core.drafters.controller, "perf_counter", clock)
+        monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
         monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
         result = generate("我爱", drafter="draft", k="auto", temperature=0.8, seed=3, max_new_tokens=16)
         assert any(r.decision.depth for r in result.steps)  # it drafted
@@ -268,3 +268,70 @@ def test_a_probe_that_the_overrun_makes_lose_is_not_repeated_at_once():
     c.probe_loss, c.probe_gap = loss, 0
     c._next_probe(hit=True)
     assert 14 <= c.probe_gap <= 15  # 0.28 of a step each, 2% of the time (ceil of 14 in floats)
+
+
+class TickingClock:
+    """``perf_counter`` for a run whose timings must repeat exactly: every reading advances it by a
+    millisecond; ``pause`` moves it on as a user's wait between two Step clicks does."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+    def pause(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def paused_run(clock: TickingClock, pause: float, prompt: str) -> list[tuple]:
+    """One ``draft --k auto`` run on tiny stepped by hand with ``pause`` seconds between steps: per step
+    its decision (depth, probe, nodes offered and chosen, reason), the plain step the controller had
+    measured, and the step's recorded draft and verify seconds."""
+    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=24))
+    steps = []
+    for record in decoder.steps(ids):
+        d = record.decision
+        steps.append((d.depth, d.probe, d.offered, d.chosen, d.reason, d.plain_step_s, record.draft_s, record.verify_s))
+        clock.pause(pause)
+    return steps
+
+
+def test_a_pause_between_steps_is_not_a_step_and_does_not_reach_another_session(monkeypatch):
+    """Stepping by hand with pauses of 0, 1 and 3 s between Step clicks gives the same decisions and
+    the same recorded step times: the controller times only the engine's work (its clock stops at
+    each yield). What the paused session taught the process-wide memory is the same too, so the
+    next session on the same model (another user, or Compare's ``auto``) decides as it would have.
+    The clock ticks a millisecond a reading, so that two runs time alike and may be compared exactly;
+    before this fix a 1 s pause made each plain step read as a second (``plain_step_s``)."""
+    import core.drafters.controller
+    import core.engine.decoder
+
+    runs = {}
+    for pause in (0.0, 1.0, 3.0):
+        clock = TickingClock()
+        monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
+        monkeypatch.setattr(core.drafters.controller, "perf_counter", clock)
+        monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
+        paused = paused_run(clock, pause, "床前明月光，疑是地上霜。")
+        other = paused_run(clock, 0.0, "It is a truth universally acknowledged, that a single man")
+        runs[pause] = paused, other
+    assert runs[1.0] == runs[0.0] and runs[3.0] == runs[0.0]
+    paused, other = runs[0.0]
+    assert len(paused) > 4 and max(step[5] for step in paused + other) < 0.5
+    assert {step[0] for step in paused + other} > {0} and 0 in {step[0] for step in paused + other}  # drafted, and not always
+
+
+def test_the_engine_clock_stops_while_the_run_waits(tiny):
+    """A real pause of 1 s between two steps: the engine's clock (``ProposeContext.clock``) does not count it."""
+    import time
+
+    decoder, ids = build_decoder(DecodeRequest.of("我爱", "tiny", "none", max_new_tokens=3))
+    steps = decoder.steps(ids)
+    next(steps)
+    before = decoder.state.clock()
+    time.sleep(1.0)
+    next(steps)
+    assert decoder.state.clock() - before < 0.5
+    steps.close()

@@ -151,6 +151,8 @@ class ProposeContext:
     generator: torch.Generator
     free_depth: int | None = None  # where a controller asked for less than the budget: the budget, for the
     # levels a drafter proposes at no cost (a lookup); None: ``max_depth``
+    clock: float | None = None  # the engine's own seconds on this run so far: its clock stops while the run
+    # waits between steps (a user's clicks, Play's delay), so a difference of two readings is engine work only
 
 
 class Drafter:

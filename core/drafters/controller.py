@@ -240,7 +240,7 @@ class GoodputController(Wrapper):
         self.last_decision: DecisionRecord | None = None
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
-        self._time_last_step()
+        self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock)
         self.proposed, self.kept = None, []
         plain_s = self._plain_s()
         limit = min(ctx.max_depth, self.shape.depth)
@@ -310,11 +310,13 @@ class GoodputController(Wrapper):
         plain step, the drafting, the larger verify."""
         return plain_s + draft_s + self._verify_s(nodes + 1) - self._verify_s(1)
 
-    def _time_last_step(self) -> None:
-        """The wall time from the last propose to this one is the whole last step (draft, verify,
-        acceptance, bookkeeping): a plain step's sets ``plain_s``, a drafting step's corrects the
-        model (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes)."""
-        now = perf_counter()
+    def _time_last_step(self, now: float) -> None:
+        """The engine's time from the last propose to this one (``now``: ``ProposeContext.clock``, which
+        stops while the run waits between steps -- a user's pause between Step clicks is not a step)
+        is the whole last step (draft, verify, acceptance, bookkeeping): a plain step's sets
+        ``plain_s``, a drafting step's corrects the model (``overrun``) for what it does not see
+        (hidden-state outputs, the records of more nodes). Without an engine clock (a drafter driven
+        by hand) the wall clock stands in."""
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
             if self.proposed is None:  # a plain step

@@ -139,7 +139,12 @@ class BatchDecoder:
             while running:
                 batch_step = self._serve_step(forward, running, joined, queue, forwards)
                 forwards += 1
+                waiting = list(running)
+                for i in waiting:  # time between steps (a user's clicks) is not the requests' engine time
+                    self.decoders[i].state.suspend()
                 yield batch_step
+                for i in waiting:
+                    self.decoders[i].state.resume()
                 joined = self._admit(forward, queue, running)
 
     def _end(self, stop_reason: str, running: list[int], forwards: int, start: float) -> None:

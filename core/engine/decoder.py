@@ -71,6 +71,10 @@ class _RunState:
         if self.resumed is None:
             self.resumed = perf_counter()
 
+    def clock(self) -> float:
+        """The engine's own seconds on this run so far (``busy_s`` and the time since it took over)."""
+        return self.busy_s + (0.0 if self.resumed is None else perf_counter() - self.resumed)
+
 
 @dataclass(frozen=True)
 class _Emitted:
@@ -126,7 +130,8 @@ class SpeculativeDecoder:
 
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
-        ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator)
+        ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator,
+                             clock=self.state.clock())
         return self.drafter.propose(ctx)
 
     def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
