@@ -246,6 +246,9 @@ TEXT: dict[str, tuple[str, str]] = {
                            "drafter's first repeat"),
     "even.title": ("接受率要多高才划算（本草稿方法、本形状、本机）", "How high must acceptance be to pay (this "
                    "drafter, shape and machine)"),
+    "even.no_curve": ("本机还没有测过这个模型的验证开销曲线 v(n)：先跑一次“自动”或“比较草稿方法”，或运行 "
+                      "python -m core cost", "this model's verify-cost curve v(n) has not been measured on this "
+                      "machine yet: run with auto, run Compare, or python -m core cost"),
     "even.none": ("还没有起草过的步骤：点“单步”", "no drafting step yet: press Step"),
     "even.model": ("模型：k = {k}，起草 {d:.2f} + 验证 {v:.2f} 次单 token 前向/步",
                    "model: k = {k}, drafting {d:.2f} + verify {v:.2f} one-token forwards a step"),
