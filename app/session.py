@@ -21,6 +21,7 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import Comparison
 
 from . import memory
+from .predict import Predict
 from .figures import MeasuredPoint
 
 
@@ -182,6 +183,7 @@ class Session:
     serving: ServingRun | None = None  # the serving view's continuous batch
     serving_settings: tuple = ()  # the control values it was started with
     lesson_frame: int = 0
+    predict: Predict = field(default_factory=Predict)  # the classroom's predict mode
     expand_tree: bool = False  # Step by step draws the whole tree, unreached branches unfolded
     monitor: Watch | None = None  # the production monitor's readings
     monitor_cost: float = 0.2  # its draft cost estimate, for endpoints without timings

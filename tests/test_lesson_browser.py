@@ -116,6 +116,24 @@ def overlapping(boxes: list[dict]) -> list[tuple[dict, dict]]:
             and a["top"] < b["bottom"] - 0.5 and b["top"] < a["bottom"] - 0.5]
 
 
+def hover_text(page, elem_id: str, wanted: str) -> str:
+    """Move the mouse over the tree's nodes until a tooltip holding ``wanted`` shows; its text."""
+    count = page.locator(f"#{elem_id} .scatterlayer .points path").count()
+    for i in range(count):
+        x, y = page.evaluate("""([id, i]) => {
+            const p = document.querySelectorAll('#' + id + ' .scatterlayer .points path')[i];
+            p.scrollIntoView({block: 'center'});
+            const r = p.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }""", [elem_id, i])
+        page.mouse.move(x, y)
+        page.wait_for_timeout(150)
+        text = page.evaluate("id => (document.querySelector('#' + id + ' .hoverlayer') || {}).textContent || ''",
+                             elem_id)
+        if wanted in text:
+            return text
+    return ""
+
+
 @pytest.mark.parametrize("nodes", [24, 60])
 def test_tree_labels_do_not_overlap_and_hover_says_more(page, nodes):
     page.click("#reset-btn")
@@ -128,8 +146,10 @@ def test_tree_labels_do_not_overlap_and_hover_says_more(page, nodes):
     drawn = wait_for_plot(page, "step-tree", "p.data.length > 2")
     boxes = label_boxes(page, "step-tree")
     assert len(boxes) >= min(nodes, 24) and not overlapping(boxes)
-    hovers = " ".join(h for trace in drawn["data"] for h in (trace.get("hovertext") or []))
-    assert "熵" in hovers and "log q" in hovers and "log p" in hovers
+    hover = hover_text(page, "step-tree", "log q")
+    assert "熵" in hover
+    assert "log p" in hover and "前 5 个候选" in hover
+    page.locator("#step-tree").screenshot(path=ARTIFACTS / f"tree-{nodes}-hover.png")
     page.locator("#step-tree").screenshot(path=ARTIFACTS / f"tree-{nodes}.png")
     page.locator("#step-expand input").set_checked(False)
     page.wait_for_timeout(500)
