@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_driver import browser_page, missing_browser, open_app, plot, step, wait_for_plot
+from app_driver import browser_page, missing_browser, open_app, open_tab, plot, step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 from core import read_trace
@@ -32,7 +32,7 @@ def page(tmp_path_factory):
     env = {"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))}
     subprocess.run([sys.executable, "-m", "core", "cost", "--preset", "tiny"], cwd=ROOT, env={**os.environ, **env},
                    check=True, capture_output=True, timeout=600)
-    with running_app("tiny", log_path=ARTIFACTS / "lesson-browser.log", env=env) as url, \
+    with running_app("tiny", timeout_s=300, log_path=ARTIFACTS / "lesson-browser.log", env=env) as url, \
             browser_page() as browser_page_:
         open_app(browser_page_, url)
         yield browser_page_
@@ -155,3 +155,29 @@ def test_tree_labels_do_not_overlap_and_hover_says_more(page, nodes):
     page.wait_for_timeout(500)
     assert not overlapping(label_boxes(page, "step-tree"))
     page.click("#reset-btn")
+
+
+def test_predict_mode_in_presentation_mode_scores_the_guess(page):
+    open_tab(page, "classroom")
+    page.locator("#lesson-present input").set_checked(True)
+    page.wait_for_timeout(300)
+    assert page.locator("#lesson-predict").is_visible() and not page.locator("#lesson-live").is_visible()
+    for _ in range(6):  # a step that drafted something
+        page.click("#predict-next")
+        page.wait_for_function("() => document.querySelector('#predict-score').innerText.includes('揭晓')")
+        if page.locator("#predict-choices input").count():
+            break
+    drafted = page.locator("#predict-choices input").count()
+    assert drafted and all(t["name"] == "草稿候选（未验证）" for t in plot(page, "predict-tree")["data"][2:3])
+    page.locator("#predict-choices input").first.check()
+    page.locator("#lesson-predict").screenshot(path=ARTIFACTS / "predict-guess.png")
+    page.click("#predict-reveal")
+    page.wait_for_function("() => document.querySelector('#predict-score').innerText.includes('累计')")
+    revealed = plot(page, "predict-tree")
+    kept = sum(len(t["x"]) for t in revealed["data"] if t["name"] == "接受的草稿")
+    right = 1 + drafted - kept if kept else drafted - 1  # a chain: the first token is kept whenever any is
+    assert f"这一步猜对 {right}/{drafted} 个" in page.inner_text("#predict-score")
+    page.locator("#predict-batch-guess label").first.click()
+    page.wait_for_function("() => document.querySelector('#predict-batch-a').innerText.includes('实测')")
+    page.screenshot(path=ARTIFACTS / "predict-presentation.png", full_page=True)
+    page.locator("#lesson-present input").set_checked(False)
