@@ -138,6 +138,41 @@ TEXT: dict[str, tuple[str, str]] = {
     "ctl.max_new_tokens": ("最多新 token 数", "Max new tokens"),
     # ---- buttons -------------------------------------------------------------------------------
     "btn.step": ("单步", "Step"),
+    "btn.predict_next": ("下一步：先猜", "Next step: guess first"),
+    "btn.predict_reveal": ("揭晓", "Reveal"),
+    "predict.intro": (
+        "### 猜一猜\n每按一次“下一步：先猜”，草稿就猜出几个 token，但目标模型的判断先藏起来。请全班选出你们认为"
+        "**目标模型会保留**的草稿 token，再按“揭晓”：看看对了几个，分数会一直累计。",
+        "### Predict\nEach press of \"Next step: guess first\" drafts a few tokens but hides the target's verdict. "
+        "Pick the drafted tokens you think **the target keeps**, then press Reveal: see how many you got right; the "
+        "score adds up over the steps."),
+    "predict.choices": ("你认为目标会保留哪些草稿 token？", "Which drafted tokens will the target keep?"),
+    "predict.hint": ("按“下一步：先猜”开始", "press \"Next step: guess first\" to begin"),
+    "predict.guess_title": ("第 {step} 步：草稿猜了这些，目标会保留哪些？", "Step {step}: the draft guessed these. "
+                            "Which does the target keep?"),
+    "predict.ask": ("选好后按“揭晓”。提示：目标只能保留从根开始连续的一段。", "Choose, then press Reveal. Hint: the "
+                    "target can only keep an unbroken run from the root."),
+    "predict.nothing": ("这一步草稿什么也没猜：目标自己写一个 token。按“揭晓”继续。", "The draft guessed nothing this "
+                        "step: the target writes one token itself. Press Reveal to go on."),
+    "predict.kept": ("目标保留了：**{kept}**", "The target kept: **{kept}**"),
+    "predict.score": ("这一步猜对 {right}/{total} 个；累计 **{all_right}/{all_total}**",
+                      "This step: {right} of {total} right; so far **{all_right} of {all_total}**"),
+    "predict.done": ("这次运行已经结束：在第二部分按“重置”可以重新开始", "this run is over: press Reset in part 2 "
+                     "to start again"),
+    "predict.batch_q": ("**再猜一个：**同时服务很多请求时（批大小 {batch}），{drafter} 还能加速吗？",
+                        "**One more guess:** serving many requests at once (batch {batch}), does {drafter} still "
+                        "speed things up?"),
+    "predict.your_guess": ("你的答案", "Your answer"),
+    "predict.yes": ("能", "yes"),
+    "predict.no": ("不能", "no"),
+    "predict.batch_yes": ("**能。**实测在批大小 {batch} 时 {drafter} 是普通解码的 {speedup:.2f} 倍（{source}）。",
+                          "**Yes.** Measured at batch {batch}, {drafter} ran {speedup:.2f}× plain decoding "
+                          "({source})."),
+    "predict.batch_no": ("**不能。**实测在批大小 {batch} 时 {drafter} 只有普通解码的 {speedup:.2f} 倍（{source}）："
+                         "批很大时，目标的一次前向已经在算很多 token，验证草稿的额外 token 不再“免费”。",
+                         "**No.** Measured at batch {batch}, {drafter} ran at {speedup:.2f}× plain decoding "
+                         "({source}): with a large batch one target forward already computes many tokens, so "
+                         "verifying drafted tokens is no longer free."),
     "btn.play": ("播放", "Play"),
     "btn.pause": ("暂停", "Pause"),
     "btn.stop": ("停止", "Stop"),
@@ -246,6 +281,9 @@ TEXT: dict[str, tuple[str, str]] = {
                            "drafter's first repeat"),
     "even.title": ("接受率要多高才划算（本草稿方法、本形状、本机）", "How high must acceptance be to pay (this "
                    "drafter, shape and machine)"),
+    "even.no_curve": ("本机还没有测过这个模型的验证开销曲线 v(n)：先跑一次“自动”或“比较草稿方法”，或运行 "
+                      "python -m core cost", "this model's verify-cost curve v(n) has not been measured on this "
+                      "machine yet: run with auto, run Compare, or python -m core cost"),
     "even.none": ("还没有起草过的步骤：点“单步”", "no drafting step yet: press Step"),
     "even.model": ("模型：k = {k}，起草 {d:.2f} + 验证 {v:.2f} 次单 token 前向/步",
                    "model: k = {k}, drafting {d:.2f} + verify {v:.2f} one-token forwards a step"),

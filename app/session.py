@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.api import build_decoder
-from core.cost.curve import CostCurve
+from core.cost.curve import CostCurve, cached_curve
 from core.cost.theory import run_model
 from core.engine.batch import BatchDecoder, BatchStep
 from core.records.steps import RunResult, StepRecord, Trace, write_trace
@@ -21,6 +21,7 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import Comparison
 
 from . import memory
+from .predict import Predict
 from .figures import MeasuredPoint
 
 
@@ -86,7 +87,7 @@ class Run(_Stepped):
     """One decoding run driven a step at a time."""
 
     def __init__(self, request: DecodeRequest):
-        decoder, prompt_ids = build_decoder(request)
+        decoder, prompt_ids = build_decoder(request, inspect=True)  # the page shows why each step kept what it kept
         self.meter = lab_metrics().meter(model_name(request))  # the server's /metrics counts every step
         self.request = request
         self.prompt = request.prompt
@@ -103,6 +104,12 @@ class Run(_Stepped):
         super()._end()
         self.meter.close()
         memory.give_back()
+
+    def curve(self) -> CostCurve | None:
+        """The target's verify-cost curve v(n) on this machine if it was measured before (by an ``auto``
+        run, Compare, or ``python -m core cost``): read from the disk cache, never measured here -- a
+        measurement takes seconds to minutes and would be disturbed by the run itself."""
+        return cached_curve(self.decoder.target)
 
     @property
     def result(self) -> RunResult | None:
@@ -176,6 +183,8 @@ class Session:
     serving: ServingRun | None = None  # the serving view's continuous batch
     serving_settings: tuple = ()  # the control values it was started with
     lesson_frame: int = 0
+    predict: Predict = field(default_factory=Predict)  # the classroom's predict mode
+    expand_tree: bool = False  # Step by step draws the whole tree, unreached branches unfolded
     monitor: Watch | None = None  # the production monitor's readings
     monitor_cost: float = 0.2  # its draft cost estimate, for endpoints without timings
     _dir: Path | None = None

@@ -93,7 +93,8 @@ def test_a_sampled_run_records_every_refusal_within_bounds(inspected):
         first = nodes[rej.tried[0]]
         at = dict(zip(rej.tokens, zip(rej.target_probs, rej.draft_probs)))[first.token]
         assert at == pytest.approx((first.target_prob, first.draft_prob), abs=1e-5)  # the tree's own p and q
-        assert rej.accept_probs[0] == pytest.approx(min(1.0, at[0] / at[1]), rel=1e-3, abs=1e-6 / at[1])  # p, q rounded to 6 places
+        rounding = 1e-6 / at[1]  # p and q are recorded to 6 places
+        assert rej.accept_probs[0] == pytest.approx(min(1.0, at[0] / at[1]), rel=1e-3, abs=rounding)
     assert all(len(p.tokens) <= MAX_ALTERNATIVES for r in records for p in r.inspect.positions)
 
 

@@ -184,3 +184,37 @@ def test_a_node_tooltip_has_log_probs_alternatives_and_entropy(sampled):
     assert f"entropy {root_position.entropy:.2f} nats" in hovers
     assert "log q = " in hovers and "log p = " in hovers
     assert f"{root_position.probs[0]:.3f}" in hovers
+
+
+def test_predict_mode_scores_each_drafted_token(sampled):
+    from app.predict import Predict, hidden
+
+    record = next(r for r in sampled if r.nodes and 0 < r.accepted_length < len(r.nodes))
+    kept = {n.id for n in record.nodes if n.status == "accepted"}
+    state = Predict().next_step(record.step)
+    assert all(n.status == "proposed" for n in hidden(record))  # nothing of the verdict shows before the reveal
+    assert state.reveal(sampled[record.step - 1] if record.step else record, kept).phase in ("guess", "revealed")
+    exact = state.reveal(record, kept)
+    assert (exact.last.right, exact.last.total, exact.phase) == (len(record.nodes), len(record.nodes), "revealed")
+    assert exact.reveal(record, kept) == exact  # a second reveal changes nothing
+    everything = Predict().next_step(record.step).reveal(record, [n.id for n in record.nodes])
+    assert everything.last.right == len(kept)  # right on the kept ones, wrong on each refused one
+    nothing = everything.next_step(record.step).reveal(record, [])
+    assert nothing.last.right == len(record.nodes) - len(kept)
+    assert nothing.score.right == len(kept) + len(record.nodes) - len(kept)
+    assert nothing.score.total == 2 * len(record.nodes)
+
+
+def test_the_batch_question_is_answered_by_the_shipped_sweep():
+    import json
+    from pathlib import Path
+
+    from app.predict import batch_question
+
+    sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu/bench.json").read_text())
+    q = batch_question(sweep)
+    rows = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in sweep["batch_sweep"]}
+    assert q.batch == max(b for b, _ in rows)
+    assert q.speedup == pytest.approx(rows[q.batch, q.drafter] / rows[q.batch, "none"])
+    assert q.pays == (q.speedup > 1)
+    assert batch_question(None) is None

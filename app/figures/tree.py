@@ -206,7 +206,8 @@ def _log(value: float) -> str:
 def _alternatives(position: PositionRecord, lang: str) -> list[str]:
     """The target's top tokens at a position and the entropy of its law there."""
     lines = [t("tree.top5", lang, h=position.entropy)]
-    lines += [f"&nbsp;&nbsp;{html.escape(visible(text))} · {prob:.3f}" for text, prob in zip(position.texts, position.probs)]
+    lines += [f"&nbsp;&nbsp;{html.escape(visible(text))} · {prob:.3f}"
+              for text, prob in zip(position.texts, position.probs)]
     return lines
 
 

@@ -14,7 +14,10 @@ from ..guard import guarded
 from ..i18n import t
 from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text, live_note
 from ..limits import RunGate
+from ..predict import Predict
 from ..session import Run, Session, ensure
+from . import predict as predict_view
+from .batch import EXAMPLE_RESULTS
 from .page import Page
 from .panels import StepPanels, step_panels
 
@@ -30,10 +33,12 @@ class ClassroomView:
     panels: StepPanels
     ledger: gr.Markdown
     lesson: gr.Markdown
+    predict: predict_view.PredictView | None = None
 
     @property
     def outputs(self) -> list:
-        return [self.frame_label, self.caption, self.figure, self.ledger, self.lesson, *self.panels.outputs]
+        return [self.frame_label, self.caption, self.figure, self.ledger, self.lesson, *self.panels.outputs,
+                *(self.predict.outputs if self.predict else [])]
 
     def render_frame(self, session: Session, lang: str) -> dict:
         frame = session.lesson_frame
@@ -49,7 +54,8 @@ class ClassroomView:
         return out
 
     def render(self, session: Session, lang: str) -> dict:
-        return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang)}
+        return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang),
+                **(self.predict.render(session, lang) if self.predict else {})}
 
 
 @dataclass
@@ -92,11 +98,16 @@ def build(page: Page) -> ClassroomView:
             reset_btn = labels.make(gr.Button, text="btn.reset", elem_id="lesson-reset", scale=1)
         status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
         ledger = gr.Markdown(elem_id="lesson-ledger")
-        panels = step_panels(labels, "lesson", kv=False, live=False)
+        panels = step_panels(labels, "lesson", kv=False, live=False, lossless=True)
 
+    def request_of(lang_value: str, *values) -> DecodeRequest:
+        return live_request(lang_value, presets, *values)
+
+    predict = predict_view.build(labels, page.state, page.lang, [prompt, preset, drafter], request_of, page.gate,
+                                 EXAMPLE_RESULTS.get(default_preset))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
-    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson)
+    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict)
     wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, [prompt, preset, drafter],
          page)
     return view
@@ -119,6 +130,14 @@ def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, se
     buttons.reset.click(h["reset"], [lang, state], live_outputs, api_name="lesson_reset")
 
 
+def live_request(lang_value: str, presets: list[str], prompt: str, preset_value: str, drafter: str) -> DecodeRequest:
+    """The classroom's live run (part 2, and the predict mode) from its controls."""
+    preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
+    return DecodeRequest.of(prompt_text(prompt, lang_value), preset_value,
+                            choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang_value), LIVE_K,
+                            max_new_tokens=LIVE_MAX_NEW_TOKENS)
+
+
 def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets: list[str], gate: RunGate) -> dict:
     """prev / next frame, and step / run / reset of the live run."""
 
@@ -130,16 +149,10 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
 
         return on_frame
 
-    def live_request(lang_value: str, prompt: str, preset_value: str, drafter: str) -> DecodeRequest:
-        preset_value = choice(preset_value, presets, "ctl.preset", lang_value)
-        return DecodeRequest.of(prompt_text(prompt, lang_value), preset_value,
-                                choice(drafter, DRAFTER_NAMES, "ctl.drafter", lang_value), LIVE_K,
-                                max_new_tokens=LIVE_MAX_NEW_TOKENS)
-
     def ensure_run(session: Session, lang_value: str, settings: tuple):
         """Start the live run if none is going; the status line, which asks for Reset when the
         controls no longer match the run going on."""
-        request = live_request(lang_value, *settings)
+        request = live_request(lang_value, presets, *settings)
         if session.lesson_run is None or session.lesson_run.done:
             yield {state: session, status: t("run.loading", lang_value)}
             session.lesson_run = Run(request)
@@ -168,6 +181,7 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
         if session.lesson_run is not None:
             session.lesson_run.stop()
         session.lesson_run = None
+        session.predict = Predict()
         return {state: session, status: "", **view.render_live(session, lang_value)}
 
     return {"prev": frame_mover(-1), "next": frame_mover(1), "step": on_step, "run": on_run, "reset": on_reset}

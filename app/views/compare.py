@@ -17,6 +17,7 @@ from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progr
 from .. import memory
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
 from ..figures import compare_figure, empty
+from ..figures.timeline import Lane, timeline_figure
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -86,17 +87,21 @@ class CompareView:
     status: gr.Markdown
     table: gr.Dataframe
     plot: gr.Plot
+    timeline: gr.Plot  # where the time goes: one lane per set-up's first repeat, the baseline a real plain run
 
     @property
     def outputs(self) -> list:
-        return [self.table, self.plot]
+        return [self.table, self.plot, self.timeline]
 
     def render(self, session: Session, lang: str) -> dict:
         comparison = session.comparison
         runs = [] if comparison is None else [(s.label, s.results[0].steps) for s in comparison.setups if s.results]
         if not runs:
-            return {self.table: table(None, lang), self.plot: empty(t("hint.press_compare", lang))}
-        return {self.table: table(comparison, lang), self.plot: compare_figure(runs, lang)}
+            blank = empty(t("hint.press_compare", lang))
+            return {self.table: table(None, lang), self.plot: blank, self.timeline: blank}
+        lanes = [Lane.of(label, steps) for label, steps in runs]
+        return {self.table: table(comparison, lang), self.plot: compare_figure(runs, lang),
+                self.timeline: timeline_figure(lanes, lang, t("time.compare_title", lang))}
 
 
 def build_controls(labels: Labels, presets: list[str], default_preset: str, policy: ModelPolicy) -> CompareControls:
@@ -131,7 +136,8 @@ def build(page: Page) -> CompareView:
     result_table = labels.make(gr.Dataframe, table(None, labels.lang), label="panel.compare_table", interactive=False,
                                elem_id="cmp-table")
     plot = labels.make(gr.Plot, label="panel.compare_plot", elem_id="cmp-plot")
-    view = CompareView(state, status, result_table, plot)
+    timeline = labels.make(gr.Plot, label="panel.timeline", elem_id="cmp-timeline")
+    view = CompareView(state, status, result_table, plot, timeline)
 
     @guarded(status)
     def on_compare(lang_value, session, *values):

@@ -41,7 +41,8 @@ class StepperView:
         if run is None:
             return {**self.panels.blank(lang), self.status: "", self.summary: "",
                     self.download: gr.update(value=None, interactive=False)}
-        out = self.panels.render(run.prompt, run.records, lang)
+        curve = session.curve_for(run.decoder.target.path) or run.curve()
+        out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=session.expand_tree)
         out[self.status] = self._status_line(run, session, lang)
         out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
         return out
@@ -89,7 +90,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
         eagle_nodes = labels.make(gr.Number, 16, label="ctl.eagle_n", info="ctl.eagle_n_info", precision=0,
                                   elem_id="step-eagle-n")
     temperature = labels.make(gr.Slider, 0, PAGE_MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature",
-                              info="ctl.temperature_info")
+                              info="ctl.temperature_info", elem_id="step-temperature")
     with gr.Row():
         seed = labels.make(gr.Number, 0, label="ctl.seed")
         max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="step-max-new")
@@ -114,7 +115,7 @@ def build(page: Page, default_drafter: str) -> StepperView:
             status = gr.Markdown(elem_id="step-status", elem_classes=["sdl-status"])
             summary = gr.Markdown(elem_id="step-summary")
         with gr.Column(scale=3):
-            panels = step_panels(page.labels, "step")
+            panels = step_panels(page.labels, "step", lossless=True, timing=True)
     view = StepperView(panels, status, summary, ctl.download)
     wire(view, ctl, page)
     return view
@@ -133,6 +134,13 @@ def wire(view: StepperView, ctl: StepperControls, page: Page) -> None:
         ctl.buttons[name].click(handlers[name], [lang, state], outputs, api_name=name, concurrency_limit=None)
     ctl.drafter.change(lambda name: gr.update(visible=takes_option(name, "eagle_nodes")), ctl.drafter, ctl.eagle_row,
                        api_visibility="private")
+
+    def expand(lang_value, session, whole: bool):
+        session = ensure(session)
+        session.expand_tree = bool(whole)
+        return {state: session, **view.render(session, lang_value)}
+
+    view.panels.expand.change(expand, [lang, state, view.panels.expand], outputs, api_visibility="private")
 
 
 def handlers_for(view: StepperView, state: gr.State, presets: list[str], policy: ModelPolicy, gate: RunGate) -> dict:
@@ -154,7 +162,7 @@ class StepperHandlers:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
             session.points.append(measured_point(run.request.label(), run.result.steps, run.request.shape.depth,
-                                                 curve=session.curve_for(run.result.target)))
+                                                 curve=session.curve_for(run.result.target) or run.curve()))
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):

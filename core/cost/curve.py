@@ -77,6 +77,15 @@ def cache_path(target: LoadedModel) -> Path:
     return root / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
+def cached_curve(target: LoadedModel) -> CostCurve | None:
+    """The curve measured earlier for this model, device and thread count, if any (never measures)."""
+    path = cache_path(target)
+    try:
+        return CostCurve(**json.loads(path.read_text())) if path.is_file() else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def cost_curve(target: LoadedModel, remeasure: bool = False, log=None) -> CostCurve:
     """The cached curve for this model, device and thread count; measured (seconds to a minute)
     when there is none or when ``remeasure``."""

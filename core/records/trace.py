@@ -249,7 +249,8 @@ class TraceRejection(_Record):
     """The refused node's laws: p, q and the residual over a few candidate tokens."""
 
     parent: NodeOrRoot
-    tried: Annotated[list[Annotated[int, Field(ge=0, lt=MAX_TREE_NODES)]], Field(min_length=1, max_length=MAX_TREE_NODES)]
+    tried: Annotated[list[Annotated[int, Field(ge=0, lt=MAX_TREE_NODES)]],
+                     Field(min_length=1, max_length=MAX_TREE_NODES)]
     accept_probs: Annotated[list[Probability], Field(max_length=MAX_TREE_NODES)]
     temperature: Annotated[float, Field(ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
     next_token: TokenId

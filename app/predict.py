@@ -1,0 +1,87 @@
+"""The classroom's predict mode: before a step is shown, the student picks which drafted tokens they
+think the target keeps; then the step is revealed and scored.
+
+A pure state machine over StepRecords: ``guess`` -- the step's drafted tree is shown without its
+verdict (the draft is fixed before the verify, so nothing of the outcome leaks); ``revealed`` -- the
+truth and the running score. Each drafted token counts once: right when the student's keep/refuse
+matches the target's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from core.records.steps import NodeRecord, StepRecord
+
+
+@dataclass(frozen=True)
+class Score:
+    right: int = 0
+    total: int = 0
+
+    def add(self, right: int, total: int) -> "Score":
+        return Score(self.right + right, self.total + total)
+
+
+@dataclass(frozen=True)
+class Predict:
+    phase: str = "idle"  # "idle" (no step drawn) | "guess" | "revealed"
+    step: int = -1  # the record being guessed or shown
+    picked: frozenset[int] = frozenset()  # node ids the student said the target keeps
+    score: Score = field(default_factory=Score)
+    last: Score = field(default_factory=Score)  # the last revealed step's own score
+
+    def drafted(self, record: StepRecord) -> list[tuple[str, int]]:
+        """The choices: (the token's text, its node id), drafted order."""
+        return [(f"{n.id + 1}: {n.text}", n.id) for n in record.nodes]
+
+    def next_step(self, step: int) -> "Predict":
+        """A new step was drafted (and verified behind the curtain): ask for a guess."""
+        return replace(self, phase="guess", step=step, picked=frozenset())
+
+    def reveal(self, record: StepRecord, picked) -> "Predict":
+        """Score ``picked`` (node ids) against what the target kept; a second reveal changes nothing."""
+        if self.phase != "guess" or record.step != self.step:
+            return self
+        chosen = frozenset(int(p) for p in picked)
+        kept = {n.id for n in record.nodes if n.status == "accepted"}
+        right = sum((n.id in chosen) == (n.id in kept) for n in record.nodes)
+        mine = Score(right, len(record.nodes))
+        return replace(self, phase="revealed", picked=chosen, score=self.score.add(mine.right, mine.total), last=mine)
+
+
+def hidden(record: StepRecord) -> list[NodeRecord]:
+    """The step's nodes as the student sees them before the reveal: every one "proposed", no p."""
+    return [replace(n, status="proposed", target_prob=float("nan")) for n in record.nodes]
+
+
+@dataclass(frozen=True)
+class BatchQuestion:
+    """"Does <drafter> still pay at batch <batch>?", answered by a measured batch sweep."""
+
+    drafter: str
+    batch: int
+    speedup: float  # the drafter's tokens per second over plain decoding's at that batch, measured
+    source: str  # what it was measured on
+
+    @property
+    def pays(self) -> bool:
+        return self.speedup > 1.0
+
+
+def batch_question(result: dict | None) -> BatchQuestion | None:
+    """The question a sweep (a bench result with ``batch_sweep``) answers best: at its largest batch,
+    the drafter that paid at batch 1 and stopped paying soonest (else the first drafter)."""
+    if not result or not result.get("batch_sweep"):
+        return None
+    rows = result["batch_sweep"]
+    batch = max(r["batch"] for r in rows)
+    speed = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows}
+    drafters = [d for d in dict.fromkeys(r["drafter"] for r in rows) if d != "none" and (batch, d) in speed]
+    if not drafters or (batch, "none") not in speed:
+        return None
+    crossover = result.get("batch_crossover") or {}
+    paid_first = [d for d in drafters if (1, d) in speed and speed[1, d] > speed.get((1, "none"), float("inf"))]
+    stops = sorted((crossover[d], d) for d in paid_first if crossover.get(d) is not None)
+    drafter = stops[0][1] if stops else drafters[0]
+    source = f"{result.get('preset', '–')}, {result.get('hardware') or result.get('device', '–')}"
+    return BatchQuestion(drafter, batch, speed[batch, drafter] / speed[batch, "none"], source)

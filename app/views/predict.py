@@ -1,0 +1,121 @@
+"""The classroom's predict mode: the class guesses which drafted tokens the target keeps before the
+step is shown, then sees the truth and a running score; and a batch-size question answered by a
+measured sweep. Outside the live part's column, so it stays in presentation mode."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from ..figures import empty, tree_figure
+from ..figures.tree import draw_tree
+from ..guard import guarded
+from ..i18n import t
+from ..labels import Labels
+from ..limits import RunGate
+from ..predict import Predict, batch_question, hidden
+from ..session import Run, Session, ensure
+
+
+@dataclass
+class PredictView:
+    tree: gr.Plot
+    choices: gr.CheckboxGroup
+    score: gr.Markdown
+    question: gr.Markdown
+    answer: gr.Markdown
+
+    @property
+    def outputs(self) -> list:
+        return [self.tree, self.choices, self.score]
+
+    def render(self, session: Session, lang: str) -> dict:
+        state, run = session.predict, session.lesson_run
+        if state.phase == "idle" or run is None or state.step >= len(run.records):
+            return {self.tree: empty(t("predict.hint", lang)), self.choices: gr.update(choices=[], value=[]),
+                    self.score: score_line(state, lang)}
+        record = run.records[state.step]
+        if state.phase == "guess":
+            title = t("predict.guess_title", lang, step=record.step + 1)
+            return {self.tree: draw_tree(record.root, hidden(record), None, lang, title, show_probs=False),
+                    self.choices: gr.update(choices=state.drafted(record), value=[], interactive=True),
+                    self.score: t("predict.ask", lang) if record.nodes else t("predict.nothing", lang)}
+        kept = [n.text for n in record.nodes if n.status == "accepted"]
+        return {self.tree: tree_figure(record, lang),
+                self.choices: gr.update(choices=state.drafted(record), value=sorted(state.picked), interactive=False),
+                self.score: t("predict.kept", lang, kept=" ".join(kept) or "∅") + "<br>" + score_line(state, lang)}
+
+
+def score_line(state: Predict, lang: str) -> str:
+    if not state.score.total:
+        return ""
+    return t("predict.score", lang, right=state.last.right, total=state.last.total, all_right=state.score.right,
+             all_total=state.score.total)
+
+
+def question_texts(result: dict | None, lang: str) -> tuple[str, str]:
+    """The batch-size question and its measured answer ("" when no sweep is shipped for the preset)."""
+    q = batch_question(result)
+    if q is None:
+        return "", ""
+    answer = t("predict.batch_yes" if q.pays else "predict.batch_no", lang, drafter=q.drafter, batch=q.batch,
+               speedup=q.speedup, source=q.source)
+    return t("predict.batch_q", lang, drafter=q.drafter, batch=q.batch), answer
+
+
+def build(labels: Labels, state: gr.State, lang: gr.Radio, settings: list, live_request, gate: RunGate,
+          sweep: Path | None) -> PredictView:
+    """``settings``: the live part's prompt, preset and drafter; ``live_request(lang, *settings)`` builds its
+    request; ``sweep``: the preset's shipped batch sweep (a bench result file) for the batch question."""
+    result = json.loads(sweep.read_text(encoding="utf-8")) if sweep is not None and sweep.is_file() else None
+    with gr.Column(elem_id="lesson-predict"):
+        labels.make(gr.Markdown, text="predict.intro", elem_id="lesson-predict-intro")
+        with gr.Row():
+            next_btn = labels.make(gr.Button, text="btn.predict_next", variant="primary", elem_id="predict-next")
+            reveal_btn = labels.make(gr.Button, text="btn.predict_reveal", elem_id="predict-reveal")
+        choices = labels.make(gr.CheckboxGroup, choices=[], label="predict.choices", elem_id="predict-choices")
+        score = gr.Markdown(elem_id="predict-score")
+        tree = gr.Plot(show_label=False, elem_id="predict-tree")
+        question_text, _ = question_texts(result, labels.lang)
+        question = gr.Markdown(question_text, elem_id="predict-batch-q")
+        guess = labels.make(gr.Radio, choices=[(labels.text("predict.yes"), "yes"), (labels.text("predict.no"), "no")],
+                            label="predict.your_guess", elem_id="predict-batch-guess", visible=bool(question_text))
+        answer = gr.Markdown(elem_id="predict-batch-a")
+    view = PredictView(tree, choices, score, question, answer)
+    status = score
+
+    @guarded(status)
+    def on_next(lang_value, session, *values):
+        session = ensure(session)
+        with gate.slot(session, lang_value):
+            request = live_request(lang_value, *values)
+            if session.lesson_run is None or session.lesson_run.done:
+                session.lesson_run = Run(request)
+            record = session.lesson_run.step()
+        if record is None:
+            return {state: session, score: t("predict.done", lang_value)}
+        session.predict = session.predict.next_step(record.step)
+        return {state: session, **view.render(session, lang_value)}
+
+    @guarded(status)
+    def on_reveal(lang_value, session, picked):
+        session = ensure(session)
+        run = session.lesson_run
+        if run is not None and session.predict.phase == "guess":
+            session.predict = session.predict.reveal(run.records[session.predict.step], picked or [])
+        return {state: session, **view.render(session, lang_value)}
+
+    def on_guess(lang_value, choice):
+        if not choice:
+            return ""
+        _, text = question_texts(result, lang_value)
+        return text
+
+    outputs = [state, *view.outputs]
+    next_btn.click(on_next, [lang, state, *settings], outputs, api_name="predict_next", concurrency_id="decode",
+                   concurrency_limit=gate.handlers)
+    reveal_btn.click(on_reveal, [lang, state, choices], outputs, api_name="predict_reveal")
+    guess.change(on_guess, [lang, guess], answer, api_visibility="private")
+    return view
