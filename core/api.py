@@ -102,18 +102,18 @@ def target_greedy(target: LoadedModel, prompt_ids: list[int], max_new_tokens: in
     return out[0, len(prompt_ids) :].tolist()
 
 
-def generate(prompt: str, preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, k: int = 4, tree=None, *,
-             check: bool = False, trace: str | Path | None = None, **options) -> RunResult:
+def generate(prompt: str, preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, *, check: bool = False,
+             trace: str | Path | None = None, **options) -> RunResult:
     """Decode ``prompt`` speculatively; ``result.to_dict()`` is the CLI's ``--json`` object.
 
-    ``options`` are ``DecodeRequest.of``'s: temperature, seed, max_new_tokens, block_size, device,
-    target, draft, trust_remote_code, and the drafter's own options (ngram_n, draft_size,
+    ``options`` are ``DecodeRequest.of``'s: the shape (k, tree, auto), temperature, seed, max_new_tokens,
+    block_size, device, target, draft, trust_remote_code, and the drafter's own options (ngram_n, draft_size,
     drafter_weights, medusa_choices, eagle_nodes, ...). ``check=True`` (greedy only) also runs the
     target alone and sets ``baseline_match``. ``trace`` writes the StepRecords as JSON lines
     (docs/trace.md); its path is checked before decoding, and if writing still fails the result is
     returned with ``trace_error`` set.
     """
-    request = DecodeRequest.of(prompt, preset, drafter, k, tree, **options)
+    request = DecodeRequest.of(prompt, preset, drafter, **options)
     if check and request.temperature > 0:
         raise UserError("--check compares with the target's greedy output: use --temperature 0")
     if trace:

@@ -119,19 +119,36 @@ def _listed(law: torch.Tensor | None, tokens: list[int]) -> tuple[list[float] | 
     return values, _round(max(0.0, 1.0 - math.fsum(values)))
 
 
-def rejection_record(*, parent: int, tried: list[int], tried_tokens: list[int], accept_probs: list[float],
-                     temperature: float, next_token: int, target_probs: torch.Tensor,
-                     draft_probs: torch.Tensor | None, residual_probs: torch.Tensor | None,
-                     piece: Callable[[int], str], limit: int = MAX_REJECTION_TOKENS) -> RejectionRecord:
-    """The record of a refused node from the laws ``[vocab]`` the acceptance rule compared."""
+@dataclass(frozen=True)
+class Refusal:
+    """What the acceptance rule did at a refused node: the children it tried (node ids and their
+    tokens, in order), each one's chance to be kept, the token it emitted instead, and the laws
+    ``[vocab]`` it compared."""
+
+    parent: int
+    tried: list[int]
+    tried_tokens: list[int]
+    accept_probs: list[float]
+    temperature: float
+    next_token: int
+    target_probs: torch.Tensor
+    draft_probs: torch.Tensor | None
+    residual_probs: torch.Tensor | None
+
+
+def rejection_record(refusal: Refusal, piece: Callable[[int], str],
+                     limit: int = MAX_REJECTION_TOKENS) -> RejectionRecord:
+    """The record of a refused node from the laws the acceptance rule compared."""
+    r = refusal
+    target_probs, draft_probs, residual_probs = r.target_probs, r.draft_probs, r.residual_probs
     laws = [law for law in (target_probs, draft_probs, residual_probs) if law is not None]
-    tokens = candidate_tokens(laws, [*tried_tokens, next_token], limit)
+    tokens = candidate_tokens(laws, [*r.tried_tokens, r.next_token], limit)
     tokens.sort(key=lambda x: -float(target_probs[x]) - (float(draft_probs[x]) if draft_probs is not None else 0.0))
     target, target_other = _listed(target_probs, tokens)
     draft, draft_other = _listed(draft_probs, tokens)
     residual, residual_other = _listed(residual_probs, tokens)
     return RejectionRecord(
-        parent=parent, tried=list(tried), accept_probs=[_round(a) for a in accept_probs], temperature=temperature,
-        next_token=int(next_token), tokens=tokens, texts=[piece(x) for x in tokens], target_probs=target,
+        parent=r.parent, tried=list(r.tried), accept_probs=[_round(a) for a in r.accept_probs],
+        temperature=r.temperature, next_token=int(r.next_token), tokens=tokens, texts=[piece(x) for x in tokens], target_probs=target,
         target_other=target_other, draft_probs=draft, draft_other=draft_other, residual_probs=residual,
         residual_other=residual_other)

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from core.records.detail import InspectRecord, RejectionRecord, position_record, rejection_record
+from core.records.detail import InspectRecord, Refusal, RejectionRecord, position_record, rejection_record
 from core.runtime.acceptance import Acceptance, TargetView, residual_probs
 from core.runtime.tree import DraftTree
 
@@ -33,19 +33,19 @@ def rejection(tree: DraftTree, target: TargetView, acceptance: Acceptance,
     target_probs = target.probs(parent + 1)
     first_draft = tree.draft_dists[tried[0]]
     if target.temperature == 0:  # greedy: a drafted token is kept only if it is the argmax
-        return rejection_record(
+        return rejection_record(Refusal(
             parent=parent, tried=tried, tried_tokens=tokens, accept_probs=[0.0] * len(tried), temperature=0.0,
             next_token=acceptance.next_token, target_probs=target_probs,
-            draft_probs=None if first_draft is None else first_draft.float(), residual_probs=None, piece=piece)
+            draft_probs=None if first_draft is None else first_draft.float(), residual_probs=None), piece)
     current, accept_probs = target_probs, []
     for child, token in zip(tried, tokens):
         draft = tree.draft_dists[child]
         accept_probs.append(min(1.0, float(current[token] / draft[token])))
         current = residual_probs(current, draft)
-    return rejection_record(
+    return rejection_record(Refusal(
         parent=parent, tried=tried, tried_tokens=tokens, accept_probs=accept_probs, temperature=target.temperature,
         next_token=acceptance.next_token, target_probs=target_probs, draft_probs=first_draft.float(),
-        residual_probs=current.float(), piece=piece)
+        residual_probs=current.float()), piece)
 
 
 def inspect_step(tree: DraftTree, target: TargetView, acceptance: Acceptance,
