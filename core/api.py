@@ -10,7 +10,7 @@ from core.drafters import DEFAULT_DRAFTER, DrafterInputs
 from core.drafters.controller import GoodputController
 from core.engine.batch import BatchDecoder
 from core.engine.decoder import SpeculativeDecoder
-from core.errors import UserError
+from core.errors import UserError, counted
 from core.models.loading import LoadedModel, load_model, resolve_preset
 from core.records.steps import RunResult, check_writable, write_trace
 from core.request import MAX_SEED, DecodeRequest
@@ -20,7 +20,8 @@ def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list
     prompt_ids = target.tokenizer(prompt).input_ids
     if len(prompt_ids) + max_new_tokens > target.context_length:
         raise UserError(
-            f"the prompt is {len(prompt_ids)} tokens and {max_new_tokens} new tokens were asked for; "
+            f"the prompt is {counted(len(prompt_ids), 'token')} and {counted(max_new_tokens, 'new token')} "
+            f"{'was' if max_new_tokens == 1 else 'were'} asked for; "
             f"the model's usable context is {target.context_length} tokens"
         )
     return prompt_ids

@@ -7,3 +7,8 @@ class UserError(ValueError):
 
 class KVCacheFull(RuntimeError):
     """The block pool has no free block left for this request."""
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 new token``, ``2 new tokens``: a count and its noun, singular for one (messages and CLI lines)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

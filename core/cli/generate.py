@@ -8,6 +8,7 @@ import typing
 
 from core.api import generate
 from core.drafters import option_fields, option_owners
+from core.errors import counted
 from core.request import DecodeRequest, drafter_names, flag
 
 
@@ -59,7 +60,8 @@ def run_generate(args: argparse.Namespace) -> int:
     else:
         print(args.prompt + result.text)
         print(
-            f"\n[{args.drafter}] {data['new_tokens']} tokens in {data['target_forwards']} target forwards "
+            f"\n[{args.drafter}] {counted(data['new_tokens'], 'new token')} in "
+            f"{counted(data['target_forwards'], 'target forward')} "
             f"(tau {data['mean_accepted_tokens']:.2f}), acceptance {data['acceptance_rate']:.1%}, "
             f"{data['tokens_per_s']:.1f} tokens/s, KV peak {data['kv']['peak_blocks_in_use']} blocks",
             file=sys.stderr,

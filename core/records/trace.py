@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
-from core.errors import UserError
+from core.errors import UserError, counted
 from core.limits import (MAX_ALTERNATIVES, MAX_BLOCK_SIZE, MAX_DEPTH, MAX_LABEL, MAX_MODEL_REF, MAX_NEW_TOKENS,
                          MAX_OUTPUT_CHARS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, MAX_REJECTION_TOKENS, MAX_SECONDS,
                          MAX_SEED, MAX_TEMPERATURE, MAX_TOKEN_ID, MAX_TOKEN_TEXT, MAX_TRACE_BYTES, MAX_TRACE_LINES,
@@ -407,7 +407,7 @@ def read_trace(path: str | Path, max_bytes: int = MAX_TRACE_BYTES) -> Trace:
         tokens, forwards = tokens + len(step.emitted), forwards + 1
         if (step.step, step.new_tokens_total, step.target_forwards_total) != (index, tokens, forwards):
             raise UserError(f"trace line {number}, field step: expected step {index} with running totals "
-                            f"{tokens} new tokens and {forwards} target forwards")
+                            f"{counted(tokens, 'new token')} and {counted(forwards, 'target forward')}")
         if step.finished and number != records[-2][0]:
             raise UserError(f"trace line {number}, field finished: only the last step can finish the run")
         steps.append(StepRecord.from_dict(step.model_dump()))
