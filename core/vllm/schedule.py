@@ -33,12 +33,12 @@ SCHEDULES = ("lab", "vllm")
 
 def first_token(decoder: SpeculativeDecoder) -> Proposal:
     """vLLM's prefill step: the prompt's last token verified alone, its next token taken from the target."""
-    return Proposal(decoder.tally.tokens[-1], DraftTree(), 0.0, len(decoder.kv.block_table))
+    return Proposal(decoder.state.tokens[-1], DraftTree(), 0.0, len(decoder.kv.block_table))
 
 
 def full_draft(decoder: SpeculativeDecoder) -> Proposal:
     """A draft of the drafter's whole shape, not cut to the tokens the budget still wants."""
-    run = decoder.tally
+    run = decoder.state
     start = perf_counter()
     ctx = ProposeContext(run.tokens, max_depth=decoder.drafter.max_nodes, temperature=decoder.settings.temperature,
                          generator=decoder.generator)
@@ -56,9 +56,9 @@ def vllm_steps(decoder: SpeculativeDecoder, prompt_ids: list[int]) -> Iterator[S
             start = perf_counter()
             target, hidden = decoder.verify(proposal.root, proposal.tree)
             record = decoder.finish_step(proposal, target, hidden, verify_s=perf_counter() - start)
-            decoder.tally.suspend()
+            decoder.state.suspend()
             yield record
-            decoder.tally.resume()
+            decoder.state.resume()
             if decoder.finished:
                 break
             proposal = full_draft(decoder)
