@@ -13,10 +13,13 @@ engine's own). Its logs go to ``log_file``; only lines marked by the runner are 
 from __future__ import annotations
 
 import collections
+import ctypes
 import json
 import os
+import signal
 import queue
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,13 @@ def runner_env(threads: int, kv_cache_gib: float) -> dict[str, str]:
     return variables
 
 
+def _die_with_parent() -> None:
+    """In the runner, before it starts (Linux): a SIGTERM when the lab's process dies, so a killed bench
+    or test leaves no vLLM behind, even one still loading (which reads no stdin to see the end)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class VllmRunner:
     """One ``vllm.LLM`` (one model and speculative config) in a runner subprocess."""
 
@@ -109,7 +119,8 @@ class VllmRunner:
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [str(env.python()), str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            env=runner_env(self.threads, self.kv_cache_gib), text=True, encoding="utf-8", bufsize=1)
+            env=runner_env(self.threads, self.kv_cache_gib), text=True, encoding="utf-8", bufsize=1,
+            preexec_fn=_die_with_parent)
         if log is not subprocess.DEVNULL:
             log.close()  # the child holds its own descriptor
         self._lines: queue.Queue[str | None] = queue.Queue()
