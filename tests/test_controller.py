@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -335,3 +336,39 @@ def test_the_engine_clock_stops_while_the_run_waits(tiny):
     next(steps)
     assert decoder.state.clock() - before < 0.5
     steps.close()
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_says(monkeypatch, guard):
+    """A controller whose model is wrong on this run (it always asks for the full depth) and a
+    drafter that costs 30 ms a draft (the clock ticks 1 ms a reading, a plain step is a few ms):
+    the guard makes most steps plain and holds what drafting lost to its share of the run's time,
+    its allowance and one step. Without the guard (share and allowance infinite) drafting goes on
+    and loses several times that."""
+    import core.drafters.controller as controller
+    import core.engine.decoder
+    from core.drafters.draft_model import DraftModelDrafter
+
+    clock = TickingClock()
+    monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
+    monkeypatch.setattr(controller, "perf_counter", clock)
+    monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
+    propose = DraftModelDrafter.propose
+    monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))
+    if not guard:
+        monkeypatch.setattr(controller, "GUARD_SHARE", math.inf)
+    prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=32))
+    drafter = decoder.drafter
+    worst_step = 0.0
+    for record in decoder.steps(ids):
+        worst_step = max(worst_step, record.draft_s + record.verify_s)
+        if guard:
+            budget = controller.GUARD_SHARE * drafter.run_s + controller.GUARD_ALLOWANCE * drafter._plain_s()
+            assert drafter.lost_s <= budget + worst_step
+    drafting = sum(1 for r in decoder.result.steps if r.decision.depth)
+    assert decoder.result.tokens == target_greedy(decoder.target, ids, 32)
+    if guard:
+        assert drafting < len(decoder.result.steps) / 3
+    else:  # every step but the last (one token left: nothing to draft)
+        assert drafting >= len(decoder.result.steps) - 1 and drafter.lost_s > 3 * worst_step

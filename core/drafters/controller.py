@@ -25,6 +25,8 @@ PROBE_OPTIMISM = 1.0  # a probe drafts the depth that would pay best were each l
 PROBE_SHARE = 0.02  # while drafting does not pay, probes may cost this share of the time
 FORGET = 0.95  # acceptance by depth: older steps count this much less per step
 RUN_MEMORY = 0.75  # the seconds drafting saved per step: the recent runs' average, each new run weighing 1 - this
+GUARD_SHARE = 0.02  # the guard: drafting stops for a run while what its drafting steps lost against plain decoding
+GUARD_ALLOWANCE = 0.5  # exceeds this share of the run's time plus this many plain steps (``_guarded``)
 CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same drafter, shape and target), worth
 # this many observations per bin or level at most: the new prompt's own steps soon outweigh it
 
@@ -222,6 +224,8 @@ class GoodputController(Wrapper):
         self.plain_steps = 0  # plain steps since drafting was last tried
         self.probe_loss: float | None = None  # what this step's probe loses against plain decoding (None: no probe)
         self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
+        self.run_s = 0.0  # the engine's seconds of this run's timed steps
+        self.lost_s = 0.0  # seconds its drafting steps, probes included, lost against plain decoding (< 0: won)
         self.step_tokens = 0  # tokens the step under way brought
         self.saved_per_step = 0.0 if last is None else last.saved_per_step
         # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt)
@@ -246,8 +250,9 @@ class GoodputController(Wrapper):
         limit = min(ctx.max_depth, self.shape.depth)
         if self.steps == 1:
             self._first_probe(remaining=ctx.max_depth + 1)
-        depth, probe = self._depth(limit, plain_s)
-        free = self.inner.free_levels and depth < limit  # the drafter's free part may go deeper than asked
+        guarded = self._guarded(plain_s)
+        depth, probe = (0, False) if guarded else self._depth(limit, plain_s)
+        free = self.inner.free_levels and depth < limit and not guarded  # the free part may go deeper than asked
         tree = DraftTree()
         if depth or free:
             start = perf_counter()
@@ -319,6 +324,9 @@ class GoodputController(Wrapper):
         by hand) the wall clock stands in."""
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
+            self.run_s += wall
+            if self.proposed is not None:
+                self.lost_s += wall - self.step_tokens * self._plain_s()
             if self.proposed is None:  # a plain step
                 self.plain_s = _faded(self.plain_s, wall)
             elif self.step_estimate:
@@ -329,6 +337,16 @@ class GoodputController(Wrapper):
         self.steps += 1
 
     # ---- the decisions ------------------------------------------------------------------------
+    def _guarded(self, plain_s: float) -> bool:
+        """The guard: whether this run's drafting steps (probes included) have lost more than
+        ``GUARD_SHARE`` of its time plus ``GUARD_ALLOWANCE`` plain steps against plain decoding, as
+        measured (each step's engine time against its tokens at the measured plain step). Then the
+        step is plain, whatever the model predicts -- the model may be wrong on this prompt -- until
+        plain steps have brought the loss back under the share. So no run loses much more than that
+        share and one step to drafting: the allowance lets a first losing probe or two pass without
+        shutting drafting off for a prompt that suits it."""
+        return self.lost_s > GUARD_SHARE * self.run_s + GUARD_ALLOWANCE * plain_s
+
     def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
         """(levels to ask the drafter for, whether the step is a probe): the depth with the most
         expected tokens per second -- acceptance by depth on this run against the measured cost of
