@@ -52,8 +52,8 @@ def run_generate(args: argparse.Namespace) -> int:
     flat = {name: getattr(args, name) for name in (
         "max_new_tokens", "temperature", "seed", "block_size", "device", "trust_remote_code", "target", "draft",
         *option_fields())}
-    result = generate(args.prompt, args.preset, args.drafter, args.k, args.tree, check=args.check, trace=args.trace,
-                      **flat)
+    result = generate(args.prompt, args.preset, args.drafter, k=args.k, tree=args.tree, check=args.check,
+                      trace=args.trace, **flat)
     data = result.to_dict()
     if args.json:
         print(json.dumps(data, ensure_ascii=False))
