@@ -107,4 +107,5 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
         server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_TRACE_BYTES,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
+        _frontend=False,  # no self-check: its 3 s request to localhost times out on a busy machine and aborts the start
     )

@@ -265,12 +265,20 @@ def _config(path: str, options: dict):
     try:
         return AutoConfig.from_pretrained(path, **options)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"could not load model {path!r}: {_first_line(e)}") from None
+        raise load_error(path, e, options["local_files_only"]) from None
 
 
-def _first_line(e: Exception) -> str:
+def load_error(path: str, e: Exception, local_only: bool) -> UserError:
+    """transformers' error while loading ``path`` as one line (what to do, when it is known)."""
     text = ANSI_CODE.sub("", str(e)).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+    first_line = (text.splitlines()[0] if text else type(e).__name__)[:300]
+    if "custom code" in text or "trust_remote_code" in text:
+        first_line = ("it ships its own model code, which runs only with --trust-remote-code "
+                      "(trust_remote_code=True); read that code first")
+    elif local_only:
+        first_line = (f"it is not in the local hub cache and the hub ({hub_endpoint()}) cannot be reached; "
+                      "download it where there is a network, or pass a local model folder")
+    return UserError(f"could not load model {path!r}: {first_line}")
 
 
 def _check_loaded(path: str, info: dict) -> None:
@@ -294,15 +302,7 @@ def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> Loa
         tokenizer = None if vocab_map else AutoTokenizer.from_pretrained(path, **options)
         model, info = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, output_loading_info=True, **options)
     except (OSError, ValueError, KeyError, SafetensorError) as e:
-        text = ANSI_CODE.sub("", str(e)).strip()
-        first_line = text.splitlines()[0] if text else type(e).__name__
-        if "custom code" in text or "trust_remote_code" in text:
-            first_line = ("it ships its own model code, which runs only with --trust-remote-code "
-                          "(trust_remote_code=True); read that code first")
-        elif local_only:
-            first_line = (f"it is not in the local hub cache and the hub ({hub_endpoint()}) cannot be reached; "
-                          "download it where there is a network, or pass a local model folder")
-        raise UserError(f"could not load model {path!r}: {first_line}") from None
+        raise load_error(path, e, local_only) from None
     _check_loaded(path, info)
     model.to(torch_device).eval()
     if torch_device.type == "cpu":
