@@ -7,7 +7,7 @@ exportable EAGLE-3 written in vLLM's checkpoint layout), ``draft`` (vLLM's ``dra
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -53,7 +53,6 @@ class Method:
     ngram_max: int = 4
     eagle3_checkpoint: str | None = None  # the exported folder (``export_eagle3``)
     draft_path: str | None = None  # the draft model's folder
-    lab_options: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -71,7 +70,7 @@ class Method:
 
     def request(self, prompt: str, preset: str, max_new_tokens: int) -> DecodeRequest:
         """The lab's request for the same method."""
-        options = dict(self.lab_options)
+        options = {}
         if self.name == "eagle3":
             options["drafter_weights"] = self.eagle3_checkpoint
         if self.name == "ngram":
@@ -123,9 +122,8 @@ def compare(runner: VllmRunner, spec: Method, preset: str, prompts: list[str], m
         ids = encode_prompt(target, prompt, max_new_tokens)
         theirs = runner.generate([ids], max_new_tokens)
         ours = decode(spec.request(prompt, preset, max_new_tokens), "vllm")
-        vllm = theirs.spec
-        width = max(len(vllm.accepted_per_position), len(lab_counters(ours).accepted_per_position))
-        lab = lab_counters(ours)
+        vllm, lab = theirs.spec, lab_counters(ours)
+        width = max(len(vllm.accepted_per_position), len(lab.accepted_per_position))
         rows.append(Comparison(
             prompt=prompt, identical=theirs.outputs[0].tokens == ours.tokens,
             vllm_tokens=len(theirs.outputs[0].tokens), lab_tokens=len(ours.tokens),
