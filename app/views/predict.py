@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..figures import empty, tree_figure
-from ..figures.tree import draw_tree
+from ..figures.tree import TreeDrawing, draw_tree
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
@@ -39,7 +39,7 @@ class PredictView:
         record = run.records[state.step]
         if state.phase == "guess":
             title = t("predict.guess_title", lang, step=record.step + 1)
-            return {self.tree: draw_tree(record.root, hidden(record), None, lang, title, show_probs=False),
+            return {self.tree: draw_tree(TreeDrawing(record.root, hidden(record)), lang, title, show_probs=False),
                     self.choices: gr.update(choices=state.drafted(record), value=[], interactive=True),
                     self.score: t("predict.ask", lang) if record.nodes else t("predict.nothing", lang)}
         kept = [n.text for n in record.nodes if n.status == "accepted"]
