@@ -103,8 +103,7 @@ def build(page: Page) -> ClassroomView:
     def request_of(lang_value: str, *values) -> DecodeRequest:
         return live_request(lang_value, presets, *values)
 
-    predict = predict_view.build(labels, page.state, page.lang, [prompt, preset, drafter], request_of, page.gate,
-                                 EXAMPLE_RESULTS.get(default_preset))
+    predict = predict_view.build(page, [prompt, preset, drafter], request_of, EXAMPLE_RESULTS.get(default_preset))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict)

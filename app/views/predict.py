@@ -13,10 +13,9 @@ from ..figures import empty, tree_figure
 from ..figures.tree import TreeDrawing, draw_tree
 from ..guard import guarded
 from ..i18n import t
-from ..labels import Labels
-from ..limits import RunGate
 from ..predict import Predict, batch_question, hidden
 from ..session import Run, Session, ensure
+from .page import Page
 
 
 @dataclass
@@ -65,10 +64,10 @@ def question_texts(result: dict | None, lang: str) -> tuple[str, str]:
     return t("predict.batch_q", lang, drafter=q.drafter, batch=q.batch), answer
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, settings: list, live_request, gate: RunGate,
-          sweep: Path | None) -> PredictView:
+def build(page: Page, settings: list, live_request, sweep: Path | None) -> PredictView:
     """``settings``: the live part's prompt, preset and drafter; ``live_request(lang, *settings)`` builds its
     request; ``sweep``: the preset's shipped batch sweep (a bench result file) for the batch question."""
+    labels, state, lang, gate = page.labels, page.state, page.lang, page.gate
     result = json.loads(sweep.read_text(encoding="utf-8")) if sweep is not None and sweep.is_file() else None
     with gr.Column(elem_id="lesson-predict"):
         labels.make(gr.Markdown, text="predict.intro", elem_id="lesson-predict-intro")
