@@ -90,7 +90,9 @@ def lossless_figure(record: StepRecord, lang: str) -> go.Figure:
     if not greedy:
         fig.update_yaxes(range=[0, 1.05], row=1, col=2)
     fig.update_layout(barmode="group")
-    return finish(fig, t("lossless.title", lang, step=record.step + 1), 340)
+    fig = finish(fig, t("lossless.title", lang, step=record.step + 1), 420, below=True)  # the legend clear of
+    fig.update_layout(margin={"t": 70})  # the subplot titles
+    return fig
 
 
 def lossless_text(record: StepRecord, lang: str) -> str:
