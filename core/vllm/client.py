@@ -99,15 +99,17 @@ def _die_with_parent() -> None:
 class VllmRunner:
     """One ``vllm.LLM`` (one model and speculative config) in a runner subprocess."""
 
+    KV_CACHE_GIB = 1.0  # vLLM's KV pool (VLLM_CPU_KVCACHE_SPACE): ample for the lab's prompts
+
     def __init__(self, model: str, speculative_config: dict | None = None, *, threads: int = 2,
-                 kv_cache_gib: float = 1.0, max_model_len: int | None = None, max_num_seqs: int | None = None,
+                 max_model_len: int | None = None, max_num_seqs: int | None = None,
                  log_file: str | Path | None = None):
         if not env.ready():
             raise UserError(env.missing_reason())
         if not 1 <= threads <= (os.cpu_count() or 1):
             raise UserError(f"vLLM threads must be between 1 and the machine's {os.cpu_count()} cores (got {threads})")
         self.model, self.speculative_config = str(model), speculative_config
-        self.threads, self.kv_cache_gib = threads, kv_cache_gib
+        self.threads = threads
         self.max_model_len, self.max_num_seqs = max_model_len, max_num_seqs
         self.log_path = Path(log_file) if log_file else None
         self.process: subprocess.Popen | None = None
@@ -119,7 +121,7 @@ class VllmRunner:
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [str(env.python()), str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            env=runner_env(self.threads, self.kv_cache_gib), text=True, encoding="utf-8", bufsize=1,
+            env=runner_env(self.threads, self.KV_CACHE_GIB), text=True, encoding="utf-8", bufsize=1,
             preexec_fn=_die_with_parent)
         if log is not subprocess.DEVNULL:
             log.close()  # the child holds its own descriptor

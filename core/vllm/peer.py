@@ -31,12 +31,12 @@ NOT_ON_CPU = {"suffix": "vLLM's suffix decoding needs the arctic-inference packa
 class VllmPeer:
     """Warm vLLM runners, one per method, for the bench's interleaved timing."""
 
-    def __init__(self, preset: str, k: int, threads: int, max_new_tokens: int, methods=PEER_METHODS,
-                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr), log_file: str | None = None):
+    def __init__(self, preset: str, k: int, threads: int, max_new_tokens: int,
+                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)):
         if not env.ready():
             raise UserError(env.missing_reason())
         self.preset, self.k, self.threads, self.max_new_tokens = preset, k, threads, max_new_tokens
-        self.methods, self.log, self.log_file = methods, log, log_file
+        self.log = log
         self.runners: dict[str, VllmRunner] = {}
         self.skipped: dict[str, str] = dict(NOT_ON_CPU)
         self.load_s: dict[str, float] = {}
@@ -44,12 +44,12 @@ class VllmPeer:
     def start(self) -> "VllmPeer":
         target = resolve_preset(self.preset).target
         max_len = load_model(target, "cpu").context_length
-        for name in self.methods:
+        for name in PEER_METHODS:
             try:
                 spec = method(name, self.preset, self.k)
                 self.log(f"vLLM: loading {spec.label} ({target})")
                 runner = VllmRunner(target, spec.speculative_config(), threads=self.threads,
-                                    max_model_len=min(max_len, 2048), log_file=self.log_file).start()
+                                    max_model_len=min(max_len, 2048)).start()
             except (UserError, VllmError) as e:
                 self.skipped[name] = str(e).splitlines()[0][:300]
                 self.log(f"vLLM: {name} left out: {self.skipped[name]}")
