@@ -24,7 +24,7 @@ def client(url):
 
 
 def step(c, **changes):
-    status, summary, download, sentence, tree, text, kv, pool, live = c.predict(
+    status, summary, download, sentence, tree, text, kv, pool, live, *_ = c.predict(
         "en", *{**STEP_ARGS, **changes}.values(), api_name="/step")
     return dict(status=status, sentence=sentence, tree=json.loads(tree["plot"]), kv=json.loads(kv["plot"]),
                 live=json.loads(live["plot"]), download=download)
@@ -79,7 +79,7 @@ def test_compare_reports_every_drafter_against_the_same_baseline(url):
     """Warmed up, timed in 2 interleaved rounds; medians with their range, a note where the timing is off;
     Worth it? then shows the same draft cost and a predicted speedup beside the measured one."""
     c = client(url)
-    status, table, plot = c.predict("en", "It is a truth universally acknowledged", "tiny",
+    status, table, plot, _timeline = c.predict("en", "It is a truth universally acknowledged", "tiny",
                                     ["draft-xs", "ngram", "eagle3"], "3", 0, 0, 12, "", "", 2, api_name="/compare")
     assert "Done: 4 set-ups, each warmed up once (untimed), then timed in 2 interleaved rounds" in status
     rows = table["data"]
@@ -111,7 +111,7 @@ def test_own_target_and_draft_by_folder(url):
     download = c.predict("en", api_name="/stop")[2]
     header = read_trace(download["value"]).header
     assert (header["target"], header["draft"]) == (str(target), str(draft))
-    status, table, _ = c.predict("en", "It is a truth", "tiny", ["draft", "ngram"], "3", 0, 0, 8, str(target), "", 1,
+    status, table, *_ = c.predict("en", "It is a truth", "tiny", ["draft", "ngram"], "3", 0, 0, 8, str(target), "", 1,
                                  api_name="/compare")
     assert "Done: 3 set-ups" in status and [row[10] for row in table["data"][1:]] == ["✓", "✓"]
 

@@ -156,7 +156,7 @@ def build(page: Page) -> CompareView:
         session.compare_stop = True
         return {state: session}
 
-    outputs = [state, status, result_table, plot]
+    outputs = [state, status, *view.outputs]
     run_btn.click(on_compare, [lang, state, *settings.components()], outputs, api_name="compare",
                   concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
     stop_btn.click(on_stop, [lang, state], outputs, api_name="compare_stop", concurrency_limit=None)
