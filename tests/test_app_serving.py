@@ -23,7 +23,7 @@ BUDGETS = [5, 14, 3, 9, 6]
 
 
 @pytest.fixture(scope="module")
-def served(one_thread):
+def served():
     run = ServingRun(serving_requests("en", ["tiny"], QUEUE, "tiny", "draft", 3), max_batch=2)
     while run.step() is not None:
         pass

@@ -17,7 +17,6 @@ from core.runtime.kv_cache import PagedForward, PagedKVCache
 from core.runtime.tree import with_root
 from tests.prompts import LOSSLESS_PROMPTS
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 MAX_NEW = 24
 BATCH_SIZES = (1, 2, 4, 8, 16)

@@ -13,7 +13,6 @@ from core.errors import UserError
 from core.studies.batch_size import crossover, parse_batch_sizes
 from core.studies.bench import BenchConfig, run_bench, write_outputs
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

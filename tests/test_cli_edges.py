@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_server import TINY_MISSING, TINY_READY, free_port
+from app_server import TINY_MISSING, TINY_READY
 from safetensors import SafetensorError
 
 import core.cli
@@ -22,7 +22,7 @@ from core.cli import guarded, main
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny"
-pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING), pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -11,7 +11,6 @@ from core.cost.curve import CostCurve, cost_curve
 from core.drafters.controller import Calibration, GoodputController, best_first, subtree
 from core.runtime.tree import DraftTree
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 FLAT = CostCurve(tokens=[1, 32], ratio=[1.0, 1.0], forward_s=0.01, device="cpu", threads=1, model="x")
 STEEP = CostCurve(tokens=[1, 2, 32], ratio=[1.0, 2.0, 32.0], forward_s=0.01, device="cpu", threads=1, model="x")

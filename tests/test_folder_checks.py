@@ -23,7 +23,7 @@ from core.models.loading import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "assets" / "tiny"
-pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING), pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)]
 
 
 @pytest.fixture(scope="module")

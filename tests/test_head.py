@@ -15,7 +15,6 @@ from core.runtime.head import CheapHead, LMHead, _fastest, cheap_head, head_rout
 from core.runtime.kv_cache import PagedKVCache
 from core.runtime.tree import DraftTree
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def body_and_head(model, ids):

@@ -17,7 +17,6 @@ from core.runtime.acceptance import Acceptance, TargetView, residual_probs, spec
 from core.runtime.inspect import inspect_step, rejection
 from core.runtime.tree import DraftTree
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def piece(token: int) -> str:

@@ -9,7 +9,6 @@ import torch
 from core import DecodeRequest, build_decoder
 from core.runtime.kernels import PACK_FROM_ROWS, pack_linears
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _linears(model):

@@ -29,7 +29,6 @@ from tests.conftest import TINY
 from tests.prompts import LOSSLESS_PROMPTS
 from tests.test_sampling import binned, exact_joint
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 MAX_NEW = 32
 DRAFTERS = {

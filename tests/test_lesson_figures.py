@@ -18,7 +18,6 @@ from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify
 from core.records.steps import NodeRecord, TokenRecord
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def inspected_run(temperature: float, **options):

@@ -9,7 +9,6 @@ import pytest
 from core import DecodeRequest, UserError, build_decoder, generate
 from core.models import loading as models
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = models.ASSETS / "tiny"
 
 

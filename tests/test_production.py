@@ -15,7 +15,6 @@ from core.records.metrics import tally
 from core.serving.monitor import RemoteTarget, Scrape, Watch, checked_target, fetch, parse, verdict, window
 from core.serving.prometheus import LabMetrics
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 DATA = Path(__file__).resolve().parent / "data"
 
 

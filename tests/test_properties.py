@@ -24,8 +24,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st
 
-pytestmark = [pytest.mark.usefixtures("one_thread"),
-              pytest.mark.filterwarnings("ignore::UserWarning")]  # gr.Warning outside a request: the message
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning")]  # gr.Warning outside a request: the message
 FIXTURES_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 SPECIAL = st.sampled_from([0, -1, 1, 16, 17, 128, 4096, 10**6, 2**63, -(2**63), 1e308, float("nan"), float("inf"),

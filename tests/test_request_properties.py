@@ -6,14 +6,12 @@ import io
 import math
 from contextlib import redirect_stderr, redirect_stdout
 
-import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from core import UserError, generate
 from core.cli import main
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=6), st.just(math.inf), st.just(math.nan),
                  st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.lists(st.integers(), max_size=2),

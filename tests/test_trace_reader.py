@@ -17,7 +17,6 @@ from core.records import detail
 from core.records import steps as records
 from core.records import trace as trace_schema
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

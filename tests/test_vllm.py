@@ -35,7 +35,6 @@ pytestmark = [
                        reason="the vLLM tier is opt-in: SDLAB_VLLM=1 (after `python -m core vllm setup`)"),
     pytest.mark.skipif(not env.ready(), reason=env.missing_reason() if not env.ready() else ""),
     pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
-    pytest.mark.usefixtures("one_thread"),
 ]
 MAX_NEW_TOKENS = 40
 PROMPTS = load_prompts()[: int(os.environ.get("SDLAB_VLLM_PROMPTS") or 16)]

@@ -21,8 +21,7 @@ from core.models.prompts import load_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "assets" / "tiny" / "eagle3-reference"
-pytestmark = [pytest.mark.skipif(not TINY_READY or not (SOURCE / "config.json").is_file(), reason=TINY_MISSING),
-              pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.skipif(not TINY_READY or not (SOURCE / "config.json").is_file(), reason=TINY_MISSING)]
 
 MIDLAYER = {f"midlayer.{name}.weight" for name in (
     "input_layernorm", "hidden_norm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",

@@ -16,8 +16,7 @@ from core.vllm.schedule import decode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPORTED = ROOT / "assets" / "tiny" / "eagle3-reference"  # what `python -m core export` writes for vLLM
-pytestmark = [pytest.mark.skipif(not TINY_READY or not (EXPORTED / "config.json").is_file(), reason=TINY_MISSING),
-              pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.skipif(not TINY_READY or not (EXPORTED / "config.json").is_file(), reason=TINY_MISSING)]
 
 
 def run(schedule: str, drafter: str = "eagle3", k: int = 3, max_new_tokens: int = 40, prompt: str = "我爱", **options):
