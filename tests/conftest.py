@@ -25,6 +25,21 @@ except ImportError:  # hypothesis is a test requirement; the property tests skip
     pass
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a test of the opt-in tier (SDLAB_SLOW=1); CI runs a representative sibling")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.slow`` tests run only with ``SDLAB_SLOW=1``: each repeats, on more cases, a check
+    that a faster sibling in the default suite already makes (CI stays under 15 minutes on 2 cores)."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow tier: run it with SDLAB_SLOW=1 (a faster sibling runs by default)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def no_controller_memory(monkeypatch):
     """Every test starts with an empty goodput-controller memory: what earlier tests' runs taught it

@@ -106,9 +106,9 @@ N_SAMPLES = 600
 TEMPERATURE = 0.8
 
 
-@pytest.mark.parametrize("prompt,label", [
-    ("《静夜思》\n作者：李白\n", "medusa tuned tree"),
-    ("It is a truth", "eagle tree 4x5 N=24"),
+@pytest.mark.parametrize("prompt,label", [  # trees at temperature > 0 by default: test_sampling's hybrid
+    pytest.param("《静夜思》\n作者：李白\n", "medusa tuned tree", marks=pytest.mark.slow),
+    pytest.param("It is a truth", "eagle tree 4x5 N=24", marks=pytest.mark.slow),
     ("In the beginning God created", "eagle3 k=5"),
 ])
 def test_sampling_follows_the_target(prompt, label, target):
