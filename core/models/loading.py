@@ -16,9 +16,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlparse
-
 from typing import Annotated
+from urllib.parse import urlparse
 
 import psutil
 import torch
@@ -115,8 +114,7 @@ class LoadedModel:
         return self.model.get_output_embeddings().weight.shape[0]
 
 
-MAX_LOADED_MODELS = 6
-  # a preset's target and its three draft sizes, and two more
+MAX_LOADED_MODELS = 6  # a preset's target and its three draft sizes, and two more
 HUB_PROBE_TIMEOUT_S = 3.0
 ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _loaded: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()  # least recently used first

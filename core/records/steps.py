@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.errors import UserError
 from core.files import check_output_file, write_atomic
 from core.records.detail import InspectRecord
 
