@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from core.files import check_output_file, write_atomic
-from core.records.detail import InspectRecord
+from core.records.detail import InspectRecord, PositionRecord, RejectionRecord
 
 TRACE_SCHEMA = 1
 
@@ -115,7 +115,10 @@ class StepRecord:
         if data.get("decision") is not None:
             data["decision"] = DecisionRecord(**_known_fields(DecisionRecord, data["decision"]))
         if data.get("inspect") is not None:
-            data["inspect"] = InspectRecord.from_dict(data["inspect"])
+            inspect, rejection = data["inspect"], data["inspect"].get("rejection")
+            data["inspect"] = InspectRecord(
+                [PositionRecord(**_known_fields(PositionRecord, p)) for p in inspect.get("positions", [])],
+                None if rejection is None else RejectionRecord(**_known_fields(RejectionRecord, rejection)))
         return cls(**data)
 
 
