@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.files import check_output_file, write_atomic
+from core.files import write_atomic
 from core.records.detail import InspectRecord, PositionRecord, RejectionRecord
 
 TRACE_SCHEMA = 1
@@ -192,11 +192,6 @@ def trace_lines(header: dict[str, Any], steps: Iterable[StepRecord], summary: di
     for step in steps:
         yield json.dumps(step.to_dict(), ensure_ascii=False)
     yield json.dumps({"schema": TRACE_SCHEMA, "type": "summary", **summary}, ensure_ascii=False)
-
-
-def check_writable(path: str | Path) -> None:
-    """Fail before a run, not after it, when its trace cannot be written to ``path``."""
-    check_output_file(path, "--trace")
 
 
 def write_trace(path: str | Path, result: RunResult) -> None:
