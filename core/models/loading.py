@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.errors import UserError
+from core.errors import UserError, one_line
 from core.files import read_capped
 from core.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
                          MAX_TOKEN_ID)
@@ -237,7 +237,7 @@ def read_json(file: Path, what: str) -> dict:
     try:
         data = json.loads(read_capped(file, MAX_CONFIG_BYTES, what))
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise UserError(f"{what} {str(file)!r} is not valid JSON: {str(e).splitlines()[0][:200]}") from None
+        raise UserError(f"{what} {str(file)!r} is not valid JSON: {one_line(str(e), 200)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{what} {str(file)!r} is not a JSON object")
     return data
@@ -269,7 +269,7 @@ def _config(path: str, options: dict):
 def load_error(path: str, e: Exception, local_only: bool) -> UserError:
     """transformers' error while loading ``path`` as one line (what to do, when it is known)."""
     text = ANSI_CODE.sub("", str(e)).strip()
-    first_line = (text.splitlines()[0] if text else type(e).__name__)[:300]
+    first_line = one_line(text) or type(e).__name__
     if "custom code" in text or "trust_remote_code" in text:
         first_line = ("it ships its own model code, which runs only with --trust-remote-code "
                       "(trust_remote_code=True); read that code first")
