@@ -3,7 +3,7 @@
 Vocabulary (as in vLLM and the reference article):
 
 * a **slot** holds the K/V of one token in one layer; slots live in one pool tensor per layer,
-  ``pool_keys[layer]`` of shape ``[num_blocks * block_size, num_kv_heads, head_dim]``;
+  ``PagedKVCache.keys[layer]`` (and ``values[layer]``) of shape ``[num_blocks * block_size, num_kv_heads, head_dim]``;
 * a **block** is ``block_size`` consecutive slots; blocks are handed out from a free list;
 * a request's **block table** lists the blocks it owns; its **slot mapping** (``committed``)
   lists, in sequence order, the slot of every committed token. Slot ``s`` lives in block
