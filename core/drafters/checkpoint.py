@@ -52,7 +52,7 @@ def is_checkpoint(folder: str | Path) -> bool:
         config = read_json(config_file, "drafter config")
     except UserError:
         return False
-    return isinstance(config, dict) and any(a in ARCHITECTURES for a in config.get("architectures") or [])
+    return any(a in ARCHITECTURES for a in config.get("architectures") or [])  # read_json: a dict
 
 
 def _rename(name: str, pairs) -> str:
@@ -127,10 +127,10 @@ def written_here(folder: Path) -> bool:
     if not names <= set(FILES) or not (folder / "config.json").is_file() or (folder / "config.json").is_symlink():
         return False
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = read_json(folder / "config.json", "export config")  # capped, and a JSON object
+    except UserError:
         return False
-    return isinstance(config, dict) and LAB_FIELD in config and config.get("architectures") == [ARCHITECTURE]
+    return LAB_FIELD in config and config.get("architectures") == [ARCHITECTURE]
 
 
 def write_checkpoint(out: Path, config: dict, tensors: dict[str, torch.Tensor], card: str) -> None:
