@@ -12,9 +12,15 @@ import math
 import sys
 import time
 
+from prometheus_client import start_http_server
+
+from core.api import build_decoder
 from core.drafters.eagle import Eagle3Drafter
 from core.errors import UserError
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.request import DecodeRequest
 from core.serving.monitor import is_loopback_host
+from core.serving.prometheus import lab_metrics
 
 
 def add_arguments(parser) -> None:
@@ -54,13 +60,6 @@ def url(host: str, port: int) -> str:
 
 
 def run(args) -> int:
-    from prometheus_client import start_http_server
-
-    from core.api import build_decoder
-    from core.models.prompts import HELDOUT_PROMPTS, load_prompts
-    from core.request import DecodeRequest
-    from core.serving.prometheus import lab_metrics
-
     check_arguments(args)
     prompts = load_prompts(args.prompts or HELDOUT_PROMPTS)
     requests = [DecodeRequest.of(prompt, args.preset, args.drafter, args.k, args.tree,
