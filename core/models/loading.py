@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.errors import UserError, one_line
+from core.errors import UserError, listed, one_line
 from core.files import read_capped
 from core.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
                          MAX_TOKEN_ID)
@@ -284,9 +284,8 @@ def _check_loaded(path: str, info: dict) -> None:
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         keys = sorted(str(k if isinstance(k, str) else k[0]) for k in info.get(kind) or ())
         if keys:
-            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
             raise UserError(f"could not load model {path!r}: its weights do not fit its architecture "
-                            f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{more})")
+                            f"({kind.replace('_', ' ')}: {listed(keys)})")
 
 
 def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> LoadedModel:
