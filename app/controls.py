@@ -2,7 +2,6 @@
 with a message in the page's language; the engine validates again (e.g. tree size, context)."""
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
 from dataclasses import dataclass, fields
@@ -15,6 +14,7 @@ from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, Hy
 from core.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
                          PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 from core.request import DecodeRequest, drafter_names
+from core.serving.monitor import is_loopback_host as is_loopback  # localhost, 127.x.x.x, ::1 (views/monitor.py too)
 
 from .i18n import t
 
@@ -97,16 +97,6 @@ class ModelPolicy:
         allowed."""
         own = not no_own_models and (allow_own_models or is_loopback(host))
         return cls(own_models=own, trust_remote_code=trust_remote_code)
-
-
-def is_loopback(host: str) -> bool:
-    """localhost, 127.x.x.x or ::1."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:

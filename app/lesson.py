@@ -24,7 +24,6 @@ LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
 SEQUENCE = ["我", "爱", "中", "国", "EOS"]
 ARTICLE_GUESS = ["爱", "中", "国", "EOS"]
 WRONG_THIRD = "华"  # a stand-in for the third guess the article supposes is wrong (it names none)
-ARTICLE_PROMPT = "我"  # the article's first input
 # The live part's default: the article's sentence quoted, then its first character. Gemma 3 270M
 # continues it with 爱中国, and the quote gives the n-gram and learned drafters something to get
 # right, so its first steps accept several tokens at once. (The tiny pair, trained on poems, writes

@@ -21,8 +21,8 @@ from core.serving.prometheus import lab_metrics
 from core.studies.comparison import Comparison
 
 from . import memory
-from .predict import Predict
 from .figures import MeasuredPoint
+from .predict import Predict
 
 
 def model_name(request: DecodeRequest) -> str:

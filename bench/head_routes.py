@@ -6,12 +6,11 @@
 ``verify(n) route`` is the engine's own ``SpeculativeDecoder.verify`` of a chain of n tokens after 64
 cached ones, with the head's route forced by its switches (``core.runtime.head``: ``float32`` has
 every cheap route off). Every probe runs once per pass, all interleaved, after two warm-up passes;
-medians. Routes this CPU or torch does not run are left out (bf16 without bf16 units).
+medians (the lab's one timer, ``core.cost.timing.time_interleaved``). Routes this CPU or torch does
+not run are left out (bf16 without bf16 units).
 """
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -19,6 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
+from core.cost.timing import time_interleaved  # noqa: E402
 from core.request import DecodeRequest  # noqa: E402
 from core.runtime.forward import forward_segment  # noqa: E402
 from core.runtime.head import ROUTES, head_route  # noqa: E402
@@ -69,20 +69,12 @@ def main() -> None:
         return probe
 
     probes = {"forward(1)": plain_forward, **{f"verify({n}) {r}": verify(n, r) for n in SIZES for r in routes}}
-    for _ in range(2):
-        for probe in probes.values():
-            probe()
-    times = {name: [] for name in probes}
-    for _ in range(repeats):
-        for name, probe in probes.items():
-            start = time.perf_counter()
-            probe()
-            times[name].append(time.perf_counter() - start)
-    base = statistics.median(times["forward(1)"])
+    times = {name: samples.median for name, samples in time_interleaved(probes, repeats, warmup=2).items()}
+    base = times["forward(1)"]
     print(f"load {os.getloadavg()[0]:.1f}, {torch.get_num_threads()} threads, cpu capability "
           f"{torch.backends.cpu.get_cpu_capability()}")
-    for name, values in times.items():
-        print(f"{name:20s} {statistics.median(values) * 1e3:8.1f} ms   ÷ forward(1) {statistics.median(values) / base:.2f}")
+    for name, median in times.items():
+        print(f"{name:20s} {median * 1e3:8.1f} ms   ÷ forward(1) {median / base:.2f}")
     decoder.end()
 
 

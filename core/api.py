@@ -11,9 +11,11 @@ from core.drafters.controller import GoodputController
 from core.engine.batch import BatchDecoder
 from core.engine.decoder import SpeculativeDecoder
 from core.errors import UserError, counted
+from core.files import check_output_file
+from core.limits import MAX_SEED
 from core.models.loading import LoadedModel, load_model, resolve_preset
-from core.records.steps import RunResult, check_writable, write_trace
-from core.request import MAX_SEED, DecodeRequest
+from core.records.steps import RunResult, write_trace
+from core.request import DecodeRequest
 
 
 def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list[int]:
@@ -118,7 +120,7 @@ def generate(prompt: str, preset: str = "tiny", drafter: str = DEFAULT_DRAFTER, 
     if check and request.temperature > 0:
         raise UserError("--check compares with the target's greedy output: use --temperature 0")
     if trace:
-        check_writable(trace)
+        check_output_file(trace, "--trace")  # fail before the run, not after it
     decoder, prompt_ids = build_decoder(request)
     for _ in decoder.steps(prompt_ids):
         pass

@@ -13,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = (  # lowest first; a name is a module or a sub-package of core
-    ("core.errors", "core.limits", "core.files"),
+    ("core.errors", "core.limits", "core.files",
+     "core.cost.timing"),  # the one timer: stdlib only, so the runtime's LM head times its routes with it
     ("core.records",),
     ("core.runtime",),
     ("core.models",),

@@ -4,7 +4,7 @@ shape and machine, with the run's running point on it.
 
 The curve is tokens_per_verify(alpha, k) / (k*c + v): k the run's mean draft depth, k*c its drafting
 time per step and v what the verify-cost curve v(n) measured on this machine says its verifies cost,
-both in one-token target forwards (``core.records.metrics.step_cost``, ``expected_verify_cost``).
+both in one-token target forwards (``core.records.metrics.Tallies.step_cost``, ``expected_verify_cost``).
 The point: x is the alpha at which the model yields the run's measured tokens per verify (tau), y
 the run's measured speedup, tau over its measured drafting and verify time in one-token forwards.
 """
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify
-from core.records.metrics import expected_verify_cost, step_cost, tally
+from core.records.metrics import expected_verify_cost, tally
 from core.records.steps import StepRecord
 
 from ..i18n import t
@@ -55,7 +55,8 @@ def alpha_for_tau(tau: float, k: int) -> float:
 def break_even(records: list[StepRecord], curve: CostCurve) -> BreakEven | None:
     """The model for this run so far; None before a step that drafted."""
     drafting = [r for r in records if r.nodes]
-    cost = step_cost(records, curve.forward_s)
+    totals = tally(records)
+    cost = totals.step_cost(curve.forward_s)
     if not drafting or cost is None:
         return None
     k = max(1, round(sum(max(n.depth for n in r.nodes) for r in drafting) / len(drafting)))
@@ -63,7 +64,6 @@ def break_even(records: list[StepRecord], curve: CostCurve) -> BreakEven | None:
     per_step = cost.draft + verify
     speedups = [tokens_per_verify(a, k) / per_step for a in ALPHAS]
     even = next((a for a, s in zip(ALPHAS, speedups) if s >= 1.0), None)
-    totals = tally(records)
     return BreakEven(k=k, draft_cost=cost.draft, verify_cost=verify, forward_s=curve.forward_s, speedups=speedups,
                      alpha_even=even, alpha=alpha_for_tau(totals.tau, k), tau=totals.tau,
                      measured=totals.tau / (cost.draft + cost.verify))

@@ -21,7 +21,6 @@ from ..i18n import t
 from ..palette import COLORS, visible
 from .style import empty, finish
 
-DRAFT = "#8a9bb0"
 OTHER = "…"
 
 
@@ -68,7 +67,7 @@ def lossless_figure(record: StepRecord, lang: str) -> go.Figure:
     fig.add_trace(go.Bar(x=x, y=drawn.target, name=t("lossless.p", lang), marker_color=COLORS["target"],
                          hovertemplate="%{customdata}: p = %{y:.4f}<extra></extra>", customdata=drawn.labels), 1, 1)
     if drawn.draft is not None:
-        fig.add_trace(go.Bar(x=x, y=drawn.draft, name=t("lossless.q", lang), marker_color=DRAFT,
+        fig.add_trace(go.Bar(x=x, y=drawn.draft, name=t("lossless.q", lang), marker_color=COLORS["proposed"],
                              hovertemplate="%{customdata}: q = %{y:.4f}<extra></extra>", customdata=drawn.labels), 1, 1)
     if drawn.residual is not None:
         colors = [COLORS["correction"] if i == drawn.chosen else "#f3c48a" for i in x]

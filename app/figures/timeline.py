@@ -18,7 +18,6 @@ from ..i18n import t
 from ..palette import COLORS
 from .style import finish
 
-DRAFT_COLOR = "#8a9bb0"
 MAX_MARKED_STEPS = 80  # more steps than this on a lane: token counts on hover only
 
 
@@ -56,7 +55,7 @@ def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
     """One horizontal lane per ``Lane``, top to bottom in the order given."""
     fig = go.Figure()
     names = [lane.name for lane in lanes]
-    for part, color in (("draft", DRAFT_COLOR), ("verify", COLORS["target"])):
+    for part, color in (("draft", COLORS["proposed"]), ("verify", COLORS["target"])):
         x, base, y, hover = [], [], [], []
         for lane in lanes:
             seconds = lane.draft_s if part == "draft" else lane.verify_s

@@ -12,7 +12,7 @@ from safetensors import SafetensorError
 from core.cli import export
 from core.cli.generate import add_generate_arguments, run_generate
 from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
-from core.errors import UserError
+from core.errors import UserError, one_line
 from core.serving import serve_metrics
 from core.train import draft_sizes, eagle, medusa, tiny
 from core.vllm import cli as vllm_cli
@@ -77,9 +77,3 @@ def guarded(command) -> int:
         detail = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"error: {type(e).__name__}: {one_line(str(detail))}", file=sys.stderr)
         return 1
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """The first line of ``text``, at most ``limit`` characters."""
-    first = (text.strip().splitlines() or [""])[0]
-    return first if len(first) <= limit else first[: limit - 1] + "…"

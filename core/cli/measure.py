@@ -11,7 +11,7 @@ from core.cost.curve import cost_curve
 from core.errors import UserError
 from core.models.loading import load_model, resolve_preset
 from core.files import check_output_folder
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.models.prompts import HELDOUT_PROMPTS
 from core.studies.bench import BenchConfig, markdown_table, write_outputs
 from core.studies.bench import run_bench as bench
 
@@ -42,7 +42,6 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     if args.out:  # checked before the bench runs, not after minutes of measuring
         check_output_folder(args.out, "--out")
-    load_prompts(args.prompts or HELDOUT_PROMPTS)  # readable, and not endless (--prompts /dev/zero)
     config = BenchConfig(
         preset=args.preset, drafters=tuple(d.strip() for d in args.drafters.split(",") if d.strip()),
         prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES, latency_context, measure_verify_cost
+from core.files import write_text_atomic
 from core.models.fingerprint import target_fingerprint
 from core.models.loading import LoadedModel
 from core.models.prompts import load_prompts
@@ -89,21 +90,17 @@ def cached_curve(target: LoadedModel) -> CostCurve | None:
 def cost_curve(target: LoadedModel, remeasure: bool = False, log=None) -> CostCurve:
     """The cached curve for this model, device and thread count; measured (seconds to a minute)
     when there is none or when ``remeasure``."""
+    cached = None if remeasure else cached_curve(target)  # a damaged cache file is measured again
+    if cached is not None:
+        return cached
     path = cache_path(target)
-    if path.is_file() and not remeasure:
-        try:
-            return CostCurve(**json.loads(path.read_text()))
-        except (ValueError, TypeError):
-            pass  # a damaged cache file is measured again
     if log is None:
         def log(message: str) -> None:
             print(message, file=sys.stderr, flush=True)
     log(f"[cost] measuring verify cost v(n) for {target.path} on {target.device} (cached in {path.parent})")
     curve = measure(target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(curve)))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(asdict(curve)))
     return curve
 
 

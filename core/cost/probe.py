@@ -21,9 +21,9 @@ from typing import Callable
 
 import torch
 
+from core.cost.timing import time_interleaved
 from core.models.loading import LoadedModel
 from core.runtime.acceptance import TargetView
-from core.cost.timing import time_interleaved
 from core.runtime.forward import chain_parents, run_batch_body, run_segment
 from core.runtime.head import LMHead
 from core.runtime.kv_cache import PagedForward, PagedKVCache, RequestKV

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from core.cost.curve import CostCurve
 from core.errors import UserError
-from core.records.metrics import expected_verify_cost, step_cost, tally, verify_cost_by_nodes
+from core.records.metrics import expected_verify_cost, tally, verify_cost_by_nodes
 from core.records.steps import StepRecord
 
 
@@ -85,7 +85,7 @@ def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
     forward: a comparison's baseline, else the curve's) and ``curve`` the target's v(n) for the prediction."""
     totals = tally(records)
     forward_s = forward_s or (curve.forward_s if curve else None)
-    cost = step_cost(records, forward_s) if forward_s else None
+    cost = totals.step_cost(forward_s) if forward_s else None
     c = cost.draft / k if cost is not None and k > 0 else None
     v_model = expected_verify_cost(records, curve.v) if curve is not None else None
     return RunModel(

@@ -4,10 +4,11 @@
 allocations, caches and lazy loading are not charged to a timed run), then ``repeats`` rounds in
 which every candidate runs once, in turn -- A, B, C; A, B, C; ... -- so a change in the machine's
 load falls on every candidate alike. Each candidate keeps its samples; the number it reports is
-their median. The verify-cost probe (``core.cost.probe``), the bench (``core.studies.bench``)
-and the batch-size study (``core.studies.batch_size``) time with it; Compare
-(``core.studies.comparison``) runs the same rounds (``rounds``) one decode at a time, so a page
-can show each run as it ends.
+their median. The verify-cost probe (``core.cost.probe``), the bench (``core.studies.bench``),
+the batch-size study (``core.studies.batch_size``) and the LM head's choice of route
+(``core.runtime.head``) time with it; Compare (``core.studies.comparison``) runs the same rounds
+(``rounds``) one decode at a time, so a page can show each run as it ends. It imports nothing of
+the lab, so every layer may use it (tests/import_graph.py).
 
 **The speedup** (``speedup``): the median over prompts of (median baseline seconds / median
 candidate seconds) on that prompt, both timed in the same interleaved run. A prompt's own

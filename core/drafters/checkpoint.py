@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from core.errors import UserError
+from core.errors import UserError, one_line
 from core.files import write_atomic, write_text_atomic
 from core.limits import MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
 from core.models.loading import fields_error, read_json
@@ -52,7 +52,7 @@ def is_checkpoint(folder: str | Path) -> bool:
         config = read_json(config_file, "drafter config")
     except UserError:
         return False
-    return isinstance(config, dict) and any(a in ARCHITECTURES for a in config.get("architectures") or [])
+    return any(a in ARCHITECTURES for a in config.get("architectures") or [])  # read_json: a dict
 
 
 def _rename(name: str, pairs) -> str:
@@ -127,10 +127,10 @@ def written_here(folder: Path) -> bool:
     if not names <= set(FILES) or not (folder / "config.json").is_file() or (folder / "config.json").is_symlink():
         return False
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = read_json(folder / "config.json", "export config")  # capped, and a JSON object
+    except UserError:
         return False
-    return isinstance(config, dict) and LAB_FIELD in config and config.get("architectures") == [ARCHITECTURE]
+    return LAB_FIELD in config and config.get("architectures") == [ARCHITECTURE]
 
 
 def write_checkpoint(out: Path, config: dict, tensors: dict[str, torch.Tensor], card: str) -> None:
@@ -158,7 +158,7 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
             shapes = {name: f.get_slice(name).get_shape() for name in f.keys()}
         tensors = load_file(str(file))
     except (SafetensorError, RuntimeError, ValueError, TypeError) as e:
-        raise UserError(f"{file} is not a valid safetensors file: {str(e).splitlines()[0][:200]}") from None
+        raise UserError(f"{file} is not a valid safetensors file: {one_line(str(e), 200)}") from None
     if any(list(tensors[name].shape) != list(shape) for name, shape in shapes.items()):
         raise UserError(f"{file} is not a valid safetensors file")
     return tensors

@@ -293,7 +293,7 @@ class GoodputController(Wrapper):
         if self.steps:
             saved = RUN_MEMORY * self.saved_per_step + (1 - RUN_MEMORY) * self.saved_s / self.steps
             _MEMORY[self.memory_key] = Memory(self.calibration, self.draft_cost, self.plain_s, self.overrun,
-                                                self.verify_scale, saved)
+                                              self.verify_scale, saved)
         super().stop()
 
     def decision(self) -> DecisionRecord | None:

@@ -11,9 +11,9 @@ recursive rejection rule then stays exact.
 """
 from __future__ import annotations
 
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 from typing import Annotated, Literal
 
 import torch
@@ -20,7 +19,7 @@ from safetensors.torch import save_file
 from core.drafters import checkpoint
 from core.drafters.base import DrafterOptions
 from core.drafters.checkpoint import read_safetensors
-from core.errors import UserError
+from core.errors import UserError, listed
 from core.files import write_atomic, write_text_atomic
 from core.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_TOKEN_ID
 from core.models.fingerprint import target_fingerprint
@@ -188,9 +187,8 @@ def load_checked(module: torch.nn.Module, state: dict[str, torch.Tensor], folder
     for what, names in (("missing tensors", missing), ("unexpected tensors", unexpected),
                         ("tensors of the wrong shape", wrong)):
         if names:
-            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
             shapes = f" (expected {expected[names[0]]})" if what.endswith("shape") else ""
-            raise UserError(f"{folder}: {what}: {', '.join(names[:3])}{more}{shapes}")
+            raise UserError(f"{folder}: {what}: {listed(names)}{shapes}")
     module.load_state_dict(state)
 
 

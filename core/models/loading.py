@@ -16,9 +16,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlparse
-
 from typing import Annotated
+from urllib.parse import urlparse
 
 import psutil
 import torch
@@ -26,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.errors import UserError
+from core.errors import UserError, listed, one_line
 from core.files import read_capped
 from core.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
                          MAX_TOKEN_ID)
@@ -115,8 +114,7 @@ class LoadedModel:
         return self.model.get_output_embeddings().weight.shape[0]
 
 
-MAX_LOADED_MODELS = 6
-  # a preset's target and its three draft sizes, and two more
+MAX_LOADED_MODELS = 6  # a preset's target and its three draft sizes, and two more
 HUB_PROBE_TIMEOUT_S = 3.0
 ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _loaded: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()  # least recently used first
@@ -239,7 +237,7 @@ def read_json(file: Path, what: str) -> dict:
     try:
         data = json.loads(read_capped(file, MAX_CONFIG_BYTES, what))
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
-        raise UserError(f"{what} {str(file)!r} is not valid JSON: {str(e).splitlines()[0][:200]}") from None
+        raise UserError(f"{what} {str(file)!r} is not valid JSON: {one_line(str(e), 200)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{what} {str(file)!r} is not a JSON object")
     return data
@@ -271,7 +269,7 @@ def _config(path: str, options: dict):
 def load_error(path: str, e: Exception, local_only: bool) -> UserError:
     """transformers' error while loading ``path`` as one line (what to do, when it is known)."""
     text = ANSI_CODE.sub("", str(e)).strip()
-    first_line = (text.splitlines()[0] if text else type(e).__name__)[:300]
+    first_line = one_line(text) or type(e).__name__
     if "custom code" in text or "trust_remote_code" in text:
         first_line = ("it ships its own model code, which runs only with --trust-remote-code "
                       "(trust_remote_code=True); read that code first")
@@ -286,9 +284,8 @@ def _check_loaded(path: str, info: dict) -> None:
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         keys = sorted(str(k if isinstance(k, str) else k[0]) for k in info.get(kind) or ())
         if keys:
-            more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
             raise UserError(f"could not load model {path!r}: its weights do not fit its architecture "
-                            f"({kind.replace('_', ' ')}: {', '.join(keys[:3])}{more})")
+                            f"({kind.replace('_', ' ')}: {listed(keys)})")
 
 
 def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> LoadedModel:

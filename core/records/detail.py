@@ -62,17 +62,6 @@ class InspectRecord:
     positions: list[PositionRecord]  # one per tree node that has children, and the root
     rejection: RejectionRecord | None = None  # None when the step's draft was fully kept
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "InspectRecord":
-        positions = [PositionRecord(**_known(PositionRecord, p)) for p in data.get("positions", [])]
-        rejection = data.get("rejection")
-        return cls(positions, None if rejection is None else RejectionRecord(**_known(RejectionRecord, rejection)))
-
-
-def _known(cls, data: dict) -> dict:
-    names = set(cls.__dataclass_fields__)
-    return {k: v for k, v in data.items() if k in names}
-
 
 def _round(value: float) -> float:
     return round(float(value), DIGITS)

@@ -110,6 +110,14 @@ class Tallies:
         """Mean seconds of one target verify forward, over every step."""
         return self.all_verify_s / self.steps if self.steps else 0.0
 
+    def step_cost(self, forward_s: float) -> StepCost | None:
+        """``StepCost`` over every step; None without steps or a positive ``forward_s``."""
+        if not self.steps or forward_s <= 0:
+            return None
+        per_step = forward_s * self.steps
+        return StepCost(forward_s=forward_s, draft=self.all_draft_s / per_step, verify=self.all_verify_s / per_step,
+                        query_tokens=self.query_tokens / self.steps)
+
 
 def tally(records: Iterable[StepRecord]) -> Tallies:
     totals = Tallies()
@@ -152,13 +160,8 @@ class StepCost:
 
 
 def step_cost(records: Iterable[StepRecord], forward_s: float) -> StepCost | None:
-    """``StepCost`` over every step of a run; None without steps or a positive ``forward_s``."""
-    totals = tally(records)
-    if not totals.steps or forward_s <= 0:
-        return None
-    per_step = forward_s * totals.steps
-    return StepCost(forward_s=forward_s, draft=totals.all_draft_s / per_step, verify=totals.all_verify_s / per_step,
-                    query_tokens=totals.query_tokens / totals.steps)
+    """``StepCost`` over every step of a run (``Tallies.step_cost``); None without steps or a positive ``forward_s``."""
+    return tally(records).step_cost(forward_s)
 
 
 def verify_cost_by_nodes(records: Iterable[StepRecord], forward_s: float) -> dict[int, float]:

@@ -12,9 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.errors import UserError
-from core.files import check_output_file, write_atomic
-from core.records.detail import InspectRecord
+from core.files import write_atomic
+from core.records.detail import InspectRecord, PositionRecord, RejectionRecord
 
 TRACE_SCHEMA = 1
 
@@ -116,7 +115,10 @@ class StepRecord:
         if data.get("decision") is not None:
             data["decision"] = DecisionRecord(**_known_fields(DecisionRecord, data["decision"]))
         if data.get("inspect") is not None:
-            data["inspect"] = InspectRecord.from_dict(data["inspect"])
+            inspect, rejection = data["inspect"], data["inspect"].get("rejection")
+            data["inspect"] = InspectRecord(
+                [PositionRecord(**_known_fields(PositionRecord, p)) for p in inspect.get("positions", [])],
+                None if rejection is None else RejectionRecord(**_known_fields(RejectionRecord, rejection)))
         return cls(**data)
 
 
@@ -190,11 +192,6 @@ def trace_lines(header: dict[str, Any], steps: Iterable[StepRecord], summary: di
     for step in steps:
         yield json.dumps(step.to_dict(), ensure_ascii=False)
     yield json.dumps({"schema": TRACE_SCHEMA, "type": "summary", **summary}, ensure_ascii=False)
-
-
-def check_writable(path: str | Path) -> None:
-    """Fail before a run, not after it, when its trace cannot be written to ``path``."""
-    check_output_file(path, "--trace")
 
 
 def write_trace(path: str | Path, result: RunResult) -> None:

@@ -41,15 +41,15 @@ from __future__ import annotations
 import functools
 import math
 import os
-import statistics
 import threading
 import weakref
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
+
+from core.cost.timing import time_interleaved
 
 BF16_ROUNDOFF = 2.0**-8  # unit roundoff of bfloat16 (8 significant bits)
 FLOAT32_ROUNDOFF = 2.0**-24
@@ -177,21 +177,22 @@ def _pick(weight: torch.Tensor, switches: tuple[str, ...]) -> CheapHead | None:
 
 def _fastest(weight: torch.Tensor, candidates: list[CheapHead]) -> CheapHead | None:
     """The candidate whose product takes the least time over ``ROUTE_ROWS`` rows (medians of
-    ``ROUTE_REPEATS`` interleaved timings after a warm-up), or None where the float32 product is
-    at least as fast. Not their rescoring: a few rows of the head, next to nothing."""
+    ``ROUTE_REPEATS`` interleaved timings after a warm-up, by the lab's one timer
+    ``core.cost.timing.time_interleaved``), or None where the float32 product is at least as fast.
+    Not their rescoring: a few rows of the head, next to nothing."""
     if not candidates:
         return None
     products = [lambda h: torch.mm(weight, h.T)] + [c.product for c in candidates]
     inputs = [torch.randn(n, weight.shape[1]) for n in ROUTE_ROWS]
-    samples: dict[tuple[int, int], list[float]] = {(p, i): [] for p in range(len(products)) for i in range(len(inputs))}
-    for repeat in range(ROUTE_REPEATS + 1):
-        for i, h in enumerate(inputs):
-            for p, product in enumerate(products):
-                start = perf_counter()
-                product(h)
-                if repeat:
-                    samples[p, i].append(perf_counter() - start)
-    times = [sum(statistics.median(samples[p, i]) for i in range(len(inputs))) for p in range(len(products))]
+
+    def run(product: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor) -> Callable[[], None]:
+        def once() -> None:
+            product(h)  # its [rows, vocab] result is not kept
+        return once
+
+    runs = {(i, p): run(product, h) for i, h in enumerate(inputs) for p, product in enumerate(products)}
+    samples = time_interleaved(runs, ROUTE_REPEATS)
+    times = [sum(samples[i, p].median for i in range(len(inputs))) for p in range(len(products))]
     best = min(range(len(products)), key=lambda p: times[p])
     return None if best == 0 else candidates[best - 1]
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
-
 from core.records.detail import InspectRecord, Refusal, RejectionRecord, position_record, rejection_record
 from core.runtime.acceptance import Acceptance, TargetView, residual_probs
 from core.runtime.tree import DraftTree

@@ -3,7 +3,7 @@
 Vocabulary (as in vLLM and the reference article):
 
 * a **slot** holds the K/V of one token in one layer; slots live in one pool tensor per layer,
-  ``pool_keys[layer]`` of shape ``[num_blocks * block_size, num_kv_heads, head_dim]``;
+  ``PagedKVCache.keys[layer]`` (and ``values[layer]``) of shape ``[num_blocks * block_size, num_kv_heads, head_dim]``;
 * a **block** is ``block_size`` consecutive slots; blocks are handed out from a free list;
 * a request's **block table** lists the blocks it owns; its **slot mapping** (``committed``)
   lists, in sequence order, the slot of every committed token. Slot ``s`` lives in block
@@ -159,22 +159,11 @@ class RequestKV:
         self.pending: list[int] = []  # slots written during the current step, in write order
         self._live = {}  # block id -> number of committed or pending slots in it
         self._free_slots: list[int] = []  # min-heap of unused slots inside owned blocks
-        self._writing = 0  # tokens the forward in progress is writing
         self.counters = KVCounters()
         self._forward = PagedForward(cache)
         self._step = _StepLog()
 
     # ---- bookkeeping -------------------------------------------------------------------
-    @property
-    def num_cached(self) -> int:
-        """Tokens whose K/V are in the cache: committed plus pending."""
-        return len(self.committed) + len(self.pending)
-
-    @property
-    def num_writing(self) -> int:
-        """Tokens the forward in progress is writing."""
-        return self._writing
-
     def allocate(self, n: int) -> list[int]:
         """Reserve ``n`` slots (holes in owned blocks first, then fresh blocks)."""
         slots = []
@@ -210,7 +199,6 @@ class RequestKV:
         dropped = [s for s in self.pending if s not in kept_set]
         self.committed.extend(kept)
         self.pending = []
-        self._writing = 0
         freed_blocks = self._release_slots(dropped, count_as_freed=True)
         self._step.freed(dropped, freed_blocks)
         return CommitStats(kept_slots=tuple(kept), freed_slots=tuple(dropped), freed_blocks=freed_blocks)
@@ -222,7 +210,6 @@ class RequestKV:
         self.block_table = []
         self.committed = []
         self.pending = []
-        self._writing = 0
         self._live = {}
         self._free_slots = []
 
@@ -328,7 +315,6 @@ class PagedForward:
             request.pending.extend(slots)
             request.counters.slots_written += len(slots)
             request._step.wrote(slots)
-            request._writing = len(slots)
             gathers.append(request.committed + request.pending)
             write += slots
             rows += range(b * n_query, b * n_query + len(slots))

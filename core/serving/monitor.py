@@ -263,6 +263,17 @@ def is_loopback_address(address: str) -> bool:
     return (mapped or ip).is_loopback
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether a server's ``--host`` listens to this machine only: ``localhost`` or a loopback address
+    (127.x.x.x, ::1, or 127.x.x.x mapped into IPv6); any other name or address is not."""
+    if host == "localhost":
+        return True
+    try:
+        return is_loopback_address(host)
+    except ValueError:  # a host name
+        return False
+
+
 class RemoteTarget(UserError):
     """A monitor target that resolves to an address off this machine, while only loopback is allowed."""
 

@@ -12,8 +12,15 @@ import math
 import sys
 import time
 
+from prometheus_client import start_http_server
+
+from core.api import build_decoder
 from core.drafters.eagle import Eagle3Drafter
 from core.errors import UserError
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.request import DecodeRequest
+from core.serving.monitor import is_loopback_host
+from core.serving.prometheus import lab_metrics
 
 
 def add_arguments(parser) -> None:
@@ -43,7 +50,7 @@ def check_arguments(args) -> None:
         raise UserError(f"--pause must be between 0 and {MAX_PAUSE_S:.0f} seconds (got {args.pause})")
     if not 0 <= args.rounds <= MAX_ROUNDS:
         raise UserError(f"--rounds must be between 0 (forever) and {MAX_ROUNDS} (got {args.rounds})")
-    if not args.allow_remote and not _loopback(args.host):
+    if not args.allow_remote and not is_loopback_host(args.host):
         raise UserError(f"--host {args.host} is not a loopback address: add --allow-remote to serve /metrics there")
 
 
@@ -53,13 +60,6 @@ def url(host: str, port: int) -> str:
 
 
 def run(args) -> int:
-    from prometheus_client import start_http_server
-
-    from core.api import build_decoder
-    from core.models.prompts import HELDOUT_PROMPTS, load_prompts
-    from core.request import DecodeRequest
-    from core.serving.prometheus import lab_metrics
-
     check_arguments(args)
     prompts = load_prompts(args.prompts or HELDOUT_PROMPTS)
     requests = [DecodeRequest.of(prompt, args.preset, args.drafter, args.k, args.tree,
@@ -89,12 +89,3 @@ def run(args) -> int:
     finally:
         server.shutdown()
     return 0
-
-
-def _loopback(host: str) -> bool:
-    from core.serving.monitor import is_loopback_address
-
-    try:
-        return host == "localhost" or is_loopback_address(host)
-    except ValueError:  # a host name
-        return False

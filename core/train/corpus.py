@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from core.files import write_text_atomic
 
 HELDOUT_EVERY = 20
 CACHE_VERSION = 2  # bump when a reader changes, so stale caches are rebuilt
@@ -193,9 +194,7 @@ def load_documents(source: Source, cache_dir: Path, rebuild: bool = False) -> li
     cache_file = cache_dir / f"{source.name}.v{CACHE_VERSION}.json"
     if rebuild or not cache_file.exists():
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp_file = cache_file.with_suffix(".tmp")
-        tmp_file.write_text(json.dumps(source.read(), ensure_ascii=False), encoding="utf-8")
-        shutil.move(tmp_file, cache_file)
+        write_text_atomic(cache_file, json.dumps(source.read(), ensure_ascii=False))
     return json.loads(cache_file.read_text(encoding="utf-8"))
 
 

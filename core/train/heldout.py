@@ -26,7 +26,7 @@ from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.models.prompts import load_prompts
 from core.records.metrics import Tallies
 
-MAX_NEW_TOKENS = 64
+HELDOUT_NEW_TOKENS = 64  # tokens each held-out prompt is decoded for (not a limit: that is core.limits.MAX_NEW_TOKENS)
 
 
 @dataclass
@@ -53,7 +53,7 @@ def heldout_prompts(target, prompts: str = "heldout") -> list[list[int]]:
 
 
 def evaluate(target, make_drafter: Callable[[], Drafter], prompts: list[list[int]], label: str,
-             max_new_tokens: int = MAX_NEW_TOKENS) -> HeldoutNumbers:
+             max_new_tokens: int = HELDOUT_NEW_TOKENS) -> HeldoutNumbers:
     """Decode every prompt greedily with a fresh drafter from ``make_drafter``; pool the counts."""
     totals = Tallies()
     wall = 0.0
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train.heldout", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    parser.add_argument("--max-new-tokens", type=int, default=HELDOUT_NEW_TOKENS)
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON lines too")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--prompts", default="heldout",

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from core.files import write_atomic
+
 LOG_EVERY = 25  # steps between progress lines
 CHECKPOINT_EVERY = 100  # steps between checkpoints of a resumable run
 
@@ -114,9 +116,7 @@ def _save(path: Path, step: int, seconds: float, module, optimizer, schedule, ge
              "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
              "generator": None if generator is None else generator.get_state()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(state, partial)
-    partial.replace(path)  # a run stopped mid-save keeps the previous checkpoint
+    write_atomic(path, lambda tmp: torch.save(state, tmp))  # a run stopped mid-save keeps the previous checkpoint
 
 
 def _resume(path: Path, module, optimizer, schedule, generator, config: TrainConfig) -> tuple[int, float]:

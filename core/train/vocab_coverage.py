@@ -25,7 +25,7 @@ from core.api import target_greedy
 from core.models.prompts import PROMPT_SETS, load_prompts
 from core.studies.bench import language
 from core.train.gemma_drafters import load_stored_data
-from core.train.heldout import MAX_NEW_TOKENS
+from core.train.heldout import HELDOUT_NEW_TOKENS
 
 
 def coverage(counts: torch.Tensor, tokens: torch.Tensor, sizes: list[int]) -> list[tuple[int, float, float]]:
@@ -36,9 +36,9 @@ def coverage(counts: torch.Tensor, tokens: torch.Tensor, sizes: list[int]) -> li
 
 
 def greedy_tokens(target, prompts: list[str]) -> torch.Tensor:
-    """The target's greedy continuations of ``prompts`` (``MAX_NEW_TOKENS`` each), concatenated."""
+    """The target's greedy continuations of ``prompts`` (``HELDOUT_NEW_TOKENS`` each), concatenated."""
     return torch.tensor([token for prompt in prompts
-                         for token in target_greedy(target, target.tokenizer(prompt).input_ids, MAX_NEW_TOKENS)])
+                         for token in target_greedy(target, target.tokenizer(prompt).input_ids, HELDOUT_NEW_TOKENS)])
 
 
 def heldout_greedy(target) -> dict[str, torch.Tensor]:

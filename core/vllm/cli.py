@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 
-from core.errors import UserError
 from core.models.loading import resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.vllm import env
@@ -45,8 +44,6 @@ def run(args) -> int:
               else env.missing_reason())
         return 0 if env.ready() else 1
     prompts = load_prompts(args.prompts or HELDOUT_PROMPTS)[: args.limit]
-    if not 1 <= args.k <= 16:
-        raise UserError(f"--k must be between 1 and 16 (got {args.k})")
     spec = method(args.method, args.preset, args.k)
     with VllmRunner(resolve_preset(args.preset).target, spec.speculative_config(), threads=args.threads,
                     log_file=args.log) as runner:

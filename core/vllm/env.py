@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from core.files import write_text_atomic
+
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
@@ -59,9 +61,10 @@ def ready() -> bool:
 
 def missing_reason() -> str:
     """One line telling a user why vLLM is not usable here, and the command that fixes it."""
-    if stamp() is None:
+    found = stamp()
+    if found is None:
         return f"no vLLM environment at {venv_dir()}: run `python -m core vllm setup` (about 6 minutes)"
-    return (f"the vLLM environment at {venv_dir()} holds {stamp().get('package')}, this machine needs "
+    return (f"the vLLM environment at {venv_dir()} holds {found.get('package')}, this machine needs "
             f"{package()}: run `python -m core vllm setup`")
 
 
@@ -89,6 +92,6 @@ def setup(log: Callable[[str], None] = print) -> dict:
         else:
             subprocess.run(command, check=True)
     found = {"package": package(), "vllm": versions[0], "transformers": versions[1]}
-    stamp_file().write_text(json.dumps(found), encoding="utf-8")
+    write_text_atomic(stamp_file(), json.dumps(found))
     log(f"vLLM {found['vllm']} (transformers {found['transformers']}) ready in {venv}")
     return found

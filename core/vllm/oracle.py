@@ -16,6 +16,7 @@ from core.api import encode_prompt
 from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, write_checkpoint
 from core.drafters.weights import load_folder
 from core.errors import UserError
+from core.limits import MAX_DEPTH
 from core.models.loading import drafter_home, load_model, resolve_preset
 from core.records.metrics import tally
 from core.request import DecodeRequest
@@ -80,9 +81,11 @@ class Method:
 
 
 def method(name: str, preset: str, k: int = 3) -> Method:
-    """``name`` for the preset's models (exporting its EAGLE-3 when asked for)."""
+    """``name`` for the preset's models (exporting its EAGLE-3 when asked for), ``k`` draft tokens a step."""
     if name not in METHODS:
         raise UserError(f"vLLM comparison methods are {', '.join(METHODS)} (got {name!r})")
+    if not 1 <= k <= MAX_DEPTH:
+        raise UserError(f"--k must be between 1 and {MAX_DEPTH} (got {k})")
     p = resolve_preset(preset)
     if name == "eagle3":
         return Method(name, k, eagle3_checkpoint=str(export_eagle3(p.target)))

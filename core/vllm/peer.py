@@ -17,7 +17,7 @@ import sys
 from typing import Callable
 
 from core.api import encode_prompt
-from core.errors import UserError
+from core.errors import UserError, one_line
 from core.models.loading import load_model, resolve_preset
 from core.vllm import env
 from core.vllm.client import Generation, VllmError, VllmRunner
@@ -51,7 +51,7 @@ class VllmPeer:
                 runner = VllmRunner(target, spec.speculative_config(), threads=self.threads,
                                     max_model_len=min(max_len, 2048)).start()
             except (UserError, VllmError) as e:
-                self.skipped[name] = str(e).splitlines()[0][:300]
+                self.skipped[name] = one_line(str(e))
                 self.log(f"vLLM: {name} left out: {self.skipped[name]}")
                 continue
             self.runners[name] = runner

@@ -28,8 +28,6 @@ from core.records.steps import RunResult, StepRecord
 from core.request import DecodeRequest
 from core.runtime.tree import DraftTree
 
-SCHEDULES = ("lab", "vllm")
-
 
 def first_token(decoder: SpeculativeDecoder) -> Proposal:
     """vLLM's prefill step: the prompt's last token verified alone, its next token taken from the target."""
