@@ -358,33 +358,6 @@ TEXT: dict[str, tuple[str, str]] = {
                    "{label} · temperature {temperature:g} · seed {seed} — {tokens}/{max} tokens, {forwards} target "
                    "forwards · {state}"),
     "run.ready": ("可以继续", "ready"),
-    "why.off": ("为什么不起草：按本次运行测得的各层接受率和起草、验证的耗时，起草任何深度的每秒 token 数都不如直接"
-                "解码，所以这一步不起草；隔几步再起草试探一次（间隔按试探的代价来定）。",
-                "Why no draft: by the acceptance per level and the drafting and verify times measured on this run, "
-                "no draft depth would give more tokens per second than plain decoding, so this step drafts nothing; "
-                "it will probe again in a few steps (fewer when a probe costs little)."),
-    "why.depth": ("起草 {depth} 层：按本次测得的各层接受率和耗时，这个深度每秒 token 数最多。",
-                  "Drafted {depth} deep: the depth with the most expected tokens per second by this run's "
-                  "acceptance per level and measured costs."),
-    "why.probe": ("试探：起草暂时不划算（或这是第一步），这一步仍起草 {depth} 层——假如这段文字比至今更适合这个"
-                  "草稿方法，这是最划算的深度——并至少验证一个节点，看目标模型是否接受。实际：{realised}。",
-                  "Probe: drafting has not paid so far (or this is the first step), so this step drafts {depth} "
-                  "level(s) -- the depth that would pay best if this text suits the drafter better than the run so "
-                  "far -- and verifies at least one node, to see whether the target accepts it. "
-                  "Realised: {realised}."),
-    "why.empty": ("为什么不起草：草稿方法这一步没有可提议的 token（例如上下文里找不到匹配的 n-gram）。",
-                  "Why no draft: the drafter had nothing to propose this step (e.g. no earlier n-gram match)."),
-    "why.none": ("为什么一个也不验证：起草了 {offered} 个节点，但按置信度估计，验证它们多花的时间换不来更多 token。",
-                 "Why none verified: {offered} nodes were drafted, but by their confidence verifying them would cost "
-                 "more time than the tokens they are expected to add."),
-    "why.part": ("为什么验证 {chosen}/{offered} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 "
-                 "{gain:.2f} 倍；再多验证的节点不划算。实际：{realised}。",
-                 "Why {chosen} of {offered}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's "
-                 "tokens per second; more nodes would not pay for their verify cost. Realised: {realised}."),
-    "why.all": ("为什么全部验证 {chosen} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 {gain:.2f} "
-                "倍。实际：{realised}。",
-                "Why all {chosen}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's tokens per "
-                "second. Realised: {realised}."),
     "run.playing": ("播放中", "playing"),
     "run.done": ("已结束", "done"),
     "run.stopped": ("已停止：引擎已归还本次运行的全部 KV 块（运行后占用 {after} 块，峰值 {peak} 块）。",
@@ -866,12 +839,47 @@ TEXT: dict[str, tuple[str, str]] = {
                          "pause or stop it first"),
     "err.language": ("页面语言必须是 zh 或 en", "the page language must be zh or en"),
     "err.internal": ("内部错误（{error}）。请重置后再试。", "internal error ({error}). Reset and try again."),
+    # ---- what the browser walk found: the why-line, Worth it?, Compare's quick mode, labels ------
+    "why.probe": ("试探一下：这次运行里起草还没有省下时间（或这是第一步），所以这一步仍起草 {depth} 层，看看目标模型现在"
+                  "是否同意草稿。",
+                  "Trying a draft: drafting has not saved time on this run yet (or this is its first step), so this "
+                  "step drafts {depth} levels anyway, to see whether the target now agrees with the draft."),
+    "why.off": ("这一步不起草：这次运行里到目前为止，起草花的时间比省下的多，所以由目标模型自己写下一个 token；过几步会"
+                "再试着起草。",
+                "No draft this step: so far on this run, drafting has cost more time than it saved, so the target "
+                "writes the next token on its own. It will try drafting again in a few steps."),
+    "why.empty": ("这一步不起草：草稿方法没有可提议的 token（例如前文里找不到与最后几个词相同的片段）。",
+                  "No draft this step: the drafter had nothing to suggest (for example, the last few words never "
+                  "appeared earlier in the text)."),
+    "why.depth": ("起草 {depth} 层：按这次运行到目前为止的情况，这个深度最快。",
+                  "Drafted {depth} levels deep: on this run so far, that depth is the fastest."),
+    "why.none": ("一个也不检查：草稿提了 {offered} 个 token，但看起来都不太可能被接受，让目标模型检查它们花的时间比能省下的多。",
+                 "Nothing checked: the drafter suggested {offered} tokens, but they looked so unlikely to be kept that "
+                 "checking them would cost more time than they could save."),
+    "why.part": ("只检查 {chosen}/{offered} 个草稿 token：预计这一步能得到约 {expected:.1f} 个 token；其余的猜测不太可能"
+                 "被接受，不值得让目标模型花时间检查。",
+                 "Checked {chosen} of the {offered} drafted tokens: this step should give about {expected:.1f} tokens; "
+                 "the other guesses looked too unlikely to be kept to be worth the target's time."),
+    "why.all": ("检查全部 {chosen} 个草稿 token：预计这一步能得到约 {expected:.1f} 个 token，比目标模型单独写的 1 个多。",
+                "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
+                "the one token the target writes alone."),
+    "why.numbers": ("具体数字", "The numbers"),
+    "why.detail": ("预计：这一步 {expected:.2f} 个 token，速度是直接解码的 {gain:.2f} 倍（每秒 token 数之比）。"
+                   "<br>实测：{tokens} 个 token，引擎用时 {ms:.1f} 毫秒（起草 {draft_ms:.1f}，检查 {verify_ms:.1f}）；"
+                   "直接解码一步约 {plain_ms:.1f} 毫秒写 1 个 token，所以这一步的速度是直接解码的 {realised} 倍。"
+                   "<br>草稿提了 {offered} 个 token，送去检查 {chosen} 个。",
+                   "Expected: {expected:.2f} tokens from this step, {gain:.2f}× plain decoding's speed (tokens per "
+                   "second)."
+                   "<br>Measured: {tokens} tokens in {ms:.1f} ms of engine time (drafting {draft_ms:.1f}, checking "
+                   "{verify_ms:.1f}); a plain step writes 1 token in about {plain_ms:.1f} ms, so this step ran at "
+                   "{realised}× plain decoding's speed."
+                   "<br>The drafter suggested {offered} tokens; {chosen} were sent to the target to check."),
 }
 
 
 # "1 new tokens" -> "1 new token": English counts of one, after the numbers are filled in
 _ONE = re.compile(r"(?<![\d.,])(\**1\**) ((?:new |target |draft |KV |batched |verify )?)"
-                  r"(token|forward|block|step|request|sequence|slot|node|round)s\b")
+                  r"(token|forward|block|step|request|sequence|slot|node|round|level)s\b")
 
 
 def t(key: str, lang: str, **fields) -> str:

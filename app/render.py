@@ -88,21 +88,27 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     if record.finished:
         sentence += " " + t("say.finished", lang, tokens=record.new_tokens_total, forwards=record.target_forwards_total)
     if record.decision is not None:
-        sentence += f'<br><span class="sdl-why">{decision_line(record, lang)}</span>'
+        sentence += f'<div class="sdl-why">{decision_line(record, lang)}</div>'
     return sentence
 
 
 def decision_line(record: StepRecord, lang: str) -> str:
-    """Why the goodput controller verified as much as it did this step (``--k auto``)."""
+    """Why the goodput controller verified as much as it did this step (``--k auto``), in plain words,
+    with the numbers behind it (expected and measured, in milliseconds) in a closed detail."""
     d = record.decision
-    realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
     if d.probe:
-        return t("why.probe", lang, realised=realised, depth=d.depth or 1)
-    why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
-            gain=d.expected_gain, realised=realised)
-    if d.depth:  # traces written before the depth was recorded have None
-        return t("why.depth", lang, depth=d.depth) + " " + why
-    return why
+        why = t("why.probe", lang, depth=d.depth or 1)
+    else:
+        why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens)
+        if d.depth and d.reason in ("part", "all"):  # traces written before the depth was recorded have None
+            why = t("why.depth", lang, depth=d.depth) + " " + why
+    realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}"
+    numbers = t("why.detail", lang, expected=d.expected_tokens, gain=d.expected_gain, tokens=len(record.emitted),
+                ms=(record.draft_s + record.verify_s) * 1e3, draft_ms=record.draft_s * 1e3,
+                verify_ms=record.verify_s * 1e3, plain_ms=d.plain_step_s * 1e3, realised=realised,
+                offered=d.offered, chosen=d.chosen)
+    return (f'{why}<details class="sdl-why-numbers"><summary>{t("why.numbers", lang)}</summary>'
+            f"{numbers}</details>")
 
 
 def _fmt(value, spec: str) -> str:

@@ -73,7 +73,13 @@ def test_step_by_step_says_why_it_drafted_that_much(page):
     lines = step_auto(page, 3)
     assert all(lines), lines  # every step under the goodput controller says why
     assert lines[0].startswith("试探")  # the run's first step probes with one level
-    assert all(any(word in line for word in ("试探", "起草", "不起草", "验证")) for line in lines)
+    assert all(any(word in line for word in ("试探", "起草", "检查")) for line in lines)
+    assert not any(word in line for line in lines for word in ("实际", "Realised", "×"))  # plain words first
+    numbers = page.locator("#step-sentence details.sdl-why-numbers")  # the numbers behind a closed detail
+    assert numbers.count() == 1 and not numbers.evaluate("d => d.open")
+    numbers.locator("summary").click()
+    page.wait_for_function("document.querySelector('#step-sentence details').open")
+    assert "毫秒" in numbers.inner_text() and "倍" in numbers.inner_text()
     page.locator("#step-auto input").set_checked(False)
     page.click("#reset-btn")
 
