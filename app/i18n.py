@@ -474,13 +474,6 @@ TEXT: dict[str, tuple[str, str]] = {
                             "{model}×",
                             "{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>measured speedup {speedup:.2f}×, "
                             "model {model}×"),
-    "worth.readout": ("α = {alpha:.2f}、k = {k}、c = {c:.2f}、v({n}) = {v:.2f} 时：每次验证期望 **{tau:.2f}** 个 token，"
-                      "期望加速 **{speedup:.2f}×**——{verdict}",
-                      "At α = {alpha:.2f}, k = {k}, c = {c:.2f}, v({n}) = {v:.2f}: **{tau:.2f}** tokens per verify "
-                      "expected, **{speedup:.2f}×** speedup — {verdict}"),
-    "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
-    "worth.slower": ("反而比目标模型单独生成更慢：草稿太贵或猜得太差。",
-                     "slower than the target alone: the draft costs too much or guesses too poorly."),
     "worth.no_runs": ("本会话还没有完成的运行：先在“逐步演示”或“比较”里跑一次。",
                       "No finished run in this session yet: make one in Step by step or Compare first."),
     "col.run": ("运行", "run"),
@@ -864,6 +857,43 @@ TEXT: dict[str, tuple[str, str]] = {
                 "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
                 "the one token the target writes alone."),
     "why.numbers": ("具体数字", "The numbers"),
+    "worth.readout": ("**模型**（假设每个草稿 token 都以概率 α 独立被接受）在 α = {alpha:.2f}、k = {k}、c = {c:.2f}、"
+                      "v({n}) = {v:.2f} 时：每次验证期望 {tau:.2f} 个 token，期望加速 **{speedup:.2f}×**——按模型{verdict}",
+                      "**Model** (every drafted token accepted independently with probability α) at α = {alpha:.2f}, "
+                      "k = {k}, c = {c:.2f}, v({n}) = {v:.2f}: {tau:.2f} tokens per verify expected, "
+                      "**{speedup:.2f}×** speedup — by the model, {verdict}"),
+    "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
+    "worth.slower": ("比目标模型单独生成更慢（草稿太贵或猜得太差）。",
+                     "slower than the target alone (the draft costs too much or guesses too poorly)."),
+    "worth.measured_line": ("**实测**（本会话最近的运行 {label}）：加速 **{speedup}**（即下表“加速比”一列）。",
+                            "**Measured** (this session's latest run, {label}): **{speedup}** speedup (the table's "
+                            "“speedup” column)."),
+    "worth.untimed": ("没有计时：“逐步演示”没有基线可比，只有“比较”会把它和目标模型单独生成交替计时",
+                      "not timed: Step by step has no baseline to time against; Compare times a run against the "
+                      "target alone"),
+    "worth.tau_gap": ("按它自己的 α = {alpha:.2f} 和 k = {k}，模型预测每次前向 τ = {tau_model:.2f} 个 token，实测是 "
+                      "{tau:.2f}。",
+                      "With its own α = {alpha:.2f} and k = {k}, the model predicts τ = {tau_model:.2f} tokens per "
+                      "forward; the run measured {tau:.2f}."),
+    "worth.gap_above": ("差距来自模型的假设：各位置的接受并不独立，而是相关的——草稿在好猜的一段上往往连续猜对，错的时候常常第一"
+                        "个就错，所以整段被接受的次数比 α^k 算出来的多。",
+                        "The gap is the model's assumption: acceptances at successive positions are correlated, not "
+                        "independent — on an easy stretch the draft tends to stay right, and where it fails it often "
+                        "fails at the first token, so whole drafts are kept more often than α^k says."),
+    "worth.gap_below": ("差距来自模型的假设：各位置的接受并不独立，而是相关的——这次运行里一旦猜错，后面的位置也常常跟着错，"
+                        "所以整段被接受的次数比 α^k 算出来的少。",
+                        "The gap is the model's assumption: acceptances at successive positions are correlated, not "
+                        "independent — on this run a miss tended to be followed by more misses, so whole drafts were "
+                        "kept less often than α^k says."),
+    "worth.gap_tree": ("这是一棵草稿树：α 把树上每个节点都算进去，而同一层的兄弟节点最多只能接受一个，所以 α 看起来很低，τ "
+                       "却可以很高。",
+                       "This run drafts a tree: α counts every node of it, and of siblings at most one can be kept, so "
+                       "α looks low while τ can be high."),
+    "worth.no_cost": ("{labels}：c 与 v 显示为“—”，因为它们要用本机一次单 token 目标前向的耗时来换算，而“逐步演示”不单独计时"
+                      "目标模型。在“比较”里跑一次（它会测出本机的验证成本曲线），之后的运行——以及这些运行——就有 c 和 v。",
+                      "{labels}: c and v are dashes because they are counted in one-token target forwards of this "
+                      "machine, and Step by step never times the target alone. Run Compare once (it measures this "
+                      "machine's verify-cost curve): from then on, these runs and later ones get c and v."),
     "why.detail": ("预计：这一步 {expected:.2f} 个 token，速度是直接解码的 {gain:.2f} 倍（每秒 token 数之比）。"
                    "<br>实测：{tokens} 个 token，引擎用时 {ms:.1f} 毫秒（起草 {draft_ms:.1f}，检查 {verify_ms:.1f}）；"
                    "直接解码一步约 {plain_ms:.1f} 毫秒写 1 个 token，所以这一步的速度是直接解码的 {realised} 倍。"

@@ -204,6 +204,53 @@ def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
     assert metrics.verify_cost_by_nodes(runs["none"].steps, forward_s) == {1: pytest.approx(1.0)}
 
 
+def test_worth_it_says_which_number_is_measured_and_why_the_model_differs(runs):
+    """The headline is the model's at the sliders and says so; the latest run's measured speedup is the
+    table's number; its measured τ stands beside the independent-α model's, with the reason for the gap."""
+    from core.cost.theory import tokens_per_verify
+    from core.records import metrics
+
+    forward_s = metrics.forward_seconds(runs["none"].steps)
+    point = measured_point("draft · k=4", runs["chain"].steps, 4, speedup=1.24, forward_s=forward_s, curve=CURVE)
+    text = readout(round(point.alpha, 2), 4, round(point.c, 2), "en", CURVE, point)
+    model, measured = text.split("<br>")
+    assert model.startswith("**Model** (every drafted token accepted independently")
+    assert measured.startswith("**Measured** (this session's latest run, draft · k=4): **1.24×** speedup")
+    assert points_table([point], "en")["speedup"][0] == "1.24×"  # the same number as the table's
+    tau_model = tokens_per_verify(point.alpha, 4)
+    assert f"predicts τ = {tau_model:.2f}" in measured and f"the run measured {point.tokens_per_verify:.2f}" in measured
+    if abs(point.tokens_per_verify - tau_model) > 0.05 * tau_model:
+        assert "correlated, not independent" in measured
+    assert "相关" in readout(0.5, 4, 0.1, "zh", CURVE, replace(point, tokens_per_verify=tau_model * 1.5))
+    tree = measured_point("draft · tree 2x2", runs["tree"].steps, 2, forward_s=forward_s, curve=CURVE)
+    assert tree.tree and not point.tree
+    assert "α counts every node" in readout(0.5, 2, 0.1, "en", CURVE, tree)
+    assert "not timed: Step by step has no baseline" in readout(0.5, 2, 0.1, "en", CURVE, tree)
+
+
+def test_a_step_run_made_before_any_compare_gets_c_and_v_once_a_curve_is_measured(runs):
+    """No one-token forward of this machine is known: c and v are dashes, and the page says why and
+    how to get them; once a Compare has measured the curve, the run gets them."""
+    from app.session import Session
+    from app.views.worth import missing_cost
+
+    session = Session()
+    target = runs["chain"].target
+    session.add_run("draft · k=4", runs["chain"].steps, 4, target, None)
+    [point] = session.points
+    assert point.c is None and point.v is None
+    assert list(points_table(list(session.points), "en")["c"]) == ["—"]
+    assert "draft · k=4: c and v are dashes" in missing_cost(list(session.points), "en")
+    assert "Run Compare once" in missing_cost(list(session.points), "en")
+    session.cost_points()  # no curve yet: still waiting
+    assert session.points[0] is point
+    session.cost_curve, session.cost_target = CURVE, target
+    session.cost_points()
+    [costed] = session.points
+    assert costed.c == pytest.approx(measured_point("x", runs["chain"].steps, 4, curve=CURVE).c) and costed.c > 0
+    assert costed.v is not None and not session.uncosted and missing_cost(list(session.points), "en") == ""
+
+
 def _timed(result, walls, verify_s):
     """Repeats of a real run with the given wall times, every verify taking ``verify_s``."""
     steps = [replace(record, verify_s=verify_s) for record in result.steps]

@@ -185,6 +185,7 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
                **view.render(session, lang)}
         return
     session.cost_curve, session.cost_target = comparison.curve, comparison.baseline.results[0].target
+    session.cost_points()  # Step-by-step runs made before any Compare get their c and v now
     session.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
     lines = [done, *flag_lines(comparison, lang), *skipped]

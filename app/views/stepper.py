@@ -15,7 +15,7 @@ from ..i18n import t
 from ..labels import Labels
 from ..limits import RunGate
 from ..render import summary_markdown
-from ..session import Run, Session, ensure, measured_point
+from ..session import Run, Session, ensure
 from .own_models import own_model_fields
 from .page import Page
 from .panels import StepPanels, step_panels
@@ -161,8 +161,8 @@ class StepperHandlers:
         if record is not None and run.done:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            session.points.append(measured_point(run.request.label(), run.result.steps, run.request.shape.depth,
-                                                 curve=session.curve_for(run.result.target) or run.curve()))
+            session.add_run(run.request.label(), run.result.steps, run.request.shape.depth, run.result.target,
+                            session.curve_for(run.result.target) or run.curve())
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):
