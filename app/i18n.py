@@ -237,20 +237,20 @@ TEXT: dict[str, tuple[str, str]] = {
     "lossless.residual": ("剩余分布", "residual"),
     "lossless.drafted": ("草稿 token：保留概率 {a:.3f}", "drafted: kept with {a:.3f}"),
     "lossless.drafted_greedy": ("草稿 token：不是最大值", "drafted: not the argmax"),
-    "lossless.drawn": ("抽到的修正", "the correction drawn"),
+    "lossless.drawn": ("重采样抽到的 token", "the resample drawn"),
     "lossless.argmax": ("目标的最大值（argmax）", "the target's argmax"),
     "lossless.say_sampled": (
         "文章里的规则：草稿按 q 抽出 token x，目标以 **min(1, p(x)/q(x))** 的概率保留它；被拒绝时，从 "
         "**norm(max(0, p − q))** 里重新抽一个。这一步草稿猜了「{drafted}」：p = {p:.4f}，q = {q:.4f}，"
         "所以它只有 {a:.3f} 的机会被保留，这次没被保留。右图的剩余分布去掉了草稿“多给”的部分，"
-        "只留下目标比草稿更看好的 token；修正「{chosen}」就是从中抽出的（概率 {r:.3f}）。"
+        "只留下目标比草稿更看好的 token；重采样的「{chosen}」就是从中抽出的（概率 {r:.3f}）。"
         "“保留”和“从剩余里抽”两条路加起来，每个 token 出现的概率正好是 p：输出的分布和只用目标模型时完全一样。"
         "（这一层共试了 {tried} 个草稿兄弟节点；有多个时，每拒绝一个，剩余分布就再减去它的 q。）",
         "The article's rule: the draft draws a token x from q; the target keeps it with probability "
         "**min(1, p(x)/q(x))**; if it refuses, it draws again from **norm(max(0, p − q))**. This step the draft "
         "guessed \"{drafted}\": p = {p:.4f}, q = {q:.4f}, so it had a {a:.3f} chance to be kept, and was not. "
         "The residual on the right removes what the draft over-offered and keeps only the tokens the target likes "
-        "more than the draft did; the correction \"{chosen}\" was drawn from it (probability {r:.3f}). Keeping and "
+        "more than the draft did; the resample \"{chosen}\" was drawn from it (probability {r:.3f}). Keeping and "
         "redrawing together give every token exactly probability p: the output follows the target alone. ({tried} "
         "drafted siblings were tried at this node; with several, each refusal takes its q off what is left.)"),
     "lossless.say_greedy": (
@@ -392,11 +392,11 @@ TEXT: dict[str, tuple[str, str]] = {
                  "Done: {n} set-ups, each warmed up once (untimed), then timed in {repeats} interleaved rounds. Times "
                  "and speedups are medians over the rounds, min–max in brackets; each speedup is against the "
                  "baseline timed in the same round."),
-    "cmp.flag.above_tau": ("⚠ {label}：加速比 {speedup:.2f}× 高于 τ = {tau:.2f} 的 1.05 倍。无损解码每步至少花一次目标前向，"
-                           "不可能做到：计时受到了干扰（机器负载在变）。",
-                           "⚠ {label}: speedup {speedup:.2f}× is above 1.05 × τ = {tau:.2f}. A lossless decoder spends "
-                           "at least one target forward per step, so this cannot be: the timing was disturbed (the "
-                           "machine's load changed)."),
+    "cmp.flag.above_tau": ("⚠ {label}：加速比最高到 {high:.2f}×（中位数 {speedup:.2f}×），高于 τ = {tau:.2f} 的 1.05 倍。"
+                           "无损解码每步至少花一次目标前向，不可能做到：计时受到了干扰（机器负载在变）。",
+                           "⚠ {label}: the speedup reaches {high:.2f}× (median {speedup:.2f}×), above 1.05 × τ = "
+                           "{tau:.2f}. A lossless decoder spends at least one target forward per step, so this cannot "
+                           "be: the timing was disturbed (the machine's load changed)."),
     "cmp.flag.noisy": ("⚠ {label}：各轮相差 {spread:.0%}（超过 {limit:.0%}），结果有噪声；请在空闲的机器上或多跑几轮再看。",
                        "⚠ {label}: the rounds differ by {spread:.0%} (more than {limit:.0%}); the numbers are noisy — "
                        "rerun on an idle machine or with more repeats."),
@@ -857,6 +857,39 @@ TEXT: dict[str, tuple[str, str]] = {
                 "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
                 "the one token the target writes alone."),
     "why.numbers": ("具体数字", "The numbers"),
+    "kind.resample": ("重采样", "resample"),
+    "say.resampled_chain": ("草稿猜了 {drafted} 个，目标模型接受了 {kept} 个；{nth}没被接受，从剩余分布里重采样（“{guess}”→"
+                            "“{token}”）",
+                            "drafted {drafted}, the target accepted {kept} and resampled {nth} from the residual "
+                            "(“{guess}” → “{token}”)"),
+    "say.resampled_tree": ("草稿树有 {drafted} 个节点，目标模型沿一条路径接受了 {kept} 个，并在{nth}位置从剩余分布里重采样出"
+                           "“{token}”",
+                           "drafted a tree of {drafted}, the target accepted a path of {kept} and resampled {nth} "
+                           "position from the residual: “{token}”"),
+    "sum.tree_note": ("接受率把树上每个草稿节点都算进去（同一层的兄弟节点最多只能接受一个），τ 数的是每次目标前向产出的 "
+                      "token：所以树的接受率低、τ 却可以高。",
+                      "The acceptance rate counts every drafted node of the tree (of siblings, at most one can be "
+                      "kept); τ counts the tokens per target forward. So on trees a low acceptance rate goes with a "
+                      "high τ."),
+    "cmp.mode": ("模式", "Mode"),
+    "cmp.mode_info": ("快速：24 个 token、计时 1 轮，几分钟内看到结果，数字较粗；完整：48 个 token、计时 3 轮，给出中位数和范围",
+                      "quick: 24 tokens, 1 timed round, results in minutes, rougher numbers; full: 48 tokens, 3 timed "
+                      "rounds, with medians and ranges"),
+    "cmp.mode_quick": ("快速", "quick"),
+    "cmp.mode_full": ("完整", "full"),
+    "cmp.estimate": ("预计用时约 {time}（{runs} 次运行，含预热；按本机目标模型单独生成每个 token 约 {ms:.0f} 毫秒估算，草稿方法"
+                     "的开销会让它有出入）。",
+                     "Estimated time: about {time} ({runs} runs, warm-ups included; from this machine's {ms:.0f} ms per "
+                     "token for the target alone — the drafters' own costs can move it)."),
+    "cmp.no_estimate": ("还没有估计：这台机器上这个目标模型每个 token 的耗时还没测过（{runs} 次运行，含预热）。第一次预热后就"
+                        "会显示剩余时间。",
+                        "No estimate yet: this target's time per token on this machine has not been measured ({runs} "
+                        "runs, warm-ups included). The time left shows after the first warm-up."),
+    "cmp.left": ("——预计还剩约 {time}", "— about {time} left"),
+    "cmp.minutes": ("{m} 分 {s} 秒", "{m} min {s} s"),
+    "cmp.seconds": ("{s} 秒", "{s} s"),
+    "cmp.warnings": ("<br>⚠ {n} 条提示（{kinds}）——点开看详情", "<br>⚠ {n} notes ({kinds}) — open for details"),
+    "cmp.skipped_kind": ("跳过", "skipped"),
     "worth.readout": ("**模型**（假设每个草稿 token 都以概率 α 独立被接受）在 α = {alpha:.2f}、k = {k}、c = {c:.2f}、"
                       "v({n}) = {v:.2f} 时：每次验证期望 {tau:.2f} 个 token，期望加速 **{speedup:.2f}×**——按模型{verdict}",
                       "**Model** (every drafted token accepted independently with probability α) at α = {alpha:.2f}, "

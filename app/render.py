@@ -8,16 +8,17 @@ from core.records.metrics import tally
 from core.records.steps import StepRecord
 
 from .i18n import has, t
-from .palette import COLORS, visible
+from .palette import COLORS, kind_key, resampled, visible
 
 TEXT_KINDS = ("accepted", "correction", "bonus", "target")
 
 
-def legend_html(lang: str) -> str:
+def legend_html(lang: str, resample: bool = False) -> str:
+    """The text panel's colour key; ``resample``: the run samples, its orange tokens are resamples."""
     chips = [f'<span class="sdl-chip" style="border-color:{COLORS["prompt"]}">{t("kind.prompt", lang)}</span>']
     chips += [
         f'<span class="sdl-chip" style="background:{COLORS[kind]}22;border-color:{COLORS[kind]}">'
-        f'{t("kind." + kind, lang)}</span>'
+        f'{t(kind_key(kind, resample), lang)}</span>'
         for kind in TEXT_KINDS
     ]
     return '<div class="sdl-legend">' + " ".join(chips) + "</div>"
@@ -51,7 +52,7 @@ def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
     last = len(records) - 1
     for i, record in enumerate(records):
         for token in record.emitted:
-            label = t("text.hover", lang, step=record.step + 1, kind=t("kind." + token.kind, lang),
+            label = t("text.hover", lang, step=record.step + 1, kind=t(kind_key(token.kind, resampled(record)), lang),
                       text=visible(token.text), token=token.token)
             current = " sdl-current" if i == last else ""
             parts.append(
@@ -59,7 +60,7 @@ def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
                 f'style="background:{COLORS[token.kind]}22;border-bottom:3px solid {COLORS[token.kind]}">'
                 f"{_token_piece(token.text) or '&#8203;'}</span>"
             )
-    return legend_html(lang) + '<div class="sdl-text">' + "".join(parts) + "</div>"
+    return legend_html(lang, any(resampled(r) for r in records)) + '<div class="sdl-text">' + "".join(parts) + "</div>"
 
 
 def _ordinal(n: int, lang: str) -> str:
@@ -81,7 +82,8 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     else:
         missed = [markdown_text(visible(n.text)) for n in record.nodes
                   if n.status == "rejected" and n.depth == kept + 1]
-        what = t(f"say.corrected_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
+        verb = "resampled" if resampled(record) else "corrected"
+        what = t(f"say.{verb}_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
                  token=nxt, guess=" / ".join(missed))
     rate = record.new_tokens_total / record.target_forwards_total
     sentence = t("say.step", lang, step=record.step + 1, what=what, rate=rate)
@@ -148,4 +150,7 @@ def summary_markdown(result: dict, lang: str, records: list[StepRecord] | None =
     ]
     lines = [f"| {t('sum.what', lang)} | {t('sum.value', lang)} |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
-    return "\n".join(lines)
+    table = "\n".join(lines)
+    if any(len({n.depth for n in r.nodes}) < len(r.nodes) for r in records or []):  # trees: siblings
+        table += "\n\n" + f'<span class="sdl-note">{t("sum.tree_note", lang)}</span>'
+    return table

@@ -168,6 +168,7 @@ MAX_UNCOSTED = 8  # Step-by-step runs whose records are kept until a curve gives
 @dataclass
 class Session:
     run: Run | None = None  # step by step
+    lang: str | None = None  # the language the toggle last switched to (None: never switched)
     lesson_run: Run | None = None  # the classroom's live part
     playing: bool = False
     comparison: Comparison | None = None  # the last comparison (possibly still running)
@@ -177,6 +178,11 @@ class Session:
     cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
     # Step-by-step runs whose c and v wait for a curve: (their point, records, k, target)
     uncosted: deque = field(default_factory=lambda: deque(maxlen=MAX_UNCOSTED))
+
+    def language(self, lang: str) -> str:
+        """The page's language now: the toggle's last choice (``lang``), unless the visitor switched
+        while a handler was running (Play, Compare), which then draws its next yields in the new one."""
+        return self.lang or lang
 
     def curve_for(self, target: str) -> CostCurve | None:
         """The session's verify-cost curve if it belongs to ``target``."""

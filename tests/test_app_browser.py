@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,9 @@ def cells(grid: dict) -> dict:
 def test_step_by_step_draws_three_real_steps(page, tmp_path):
     from core import read_trace
 
+    fold = page.evaluate("""() => { const b = document.querySelector('#step-btn').getBoundingClientRect();
+                                    return [b.bottom + window.scrollY, window.innerHeight]; }""")
+    assert fold[0] <= fold[1] == 1000, fold  # Step is above the fold at 1440×1000
     step(page, 3)
     tree = plot(page, "step-tree")
     kv = plot(page, "step-kv")
@@ -84,8 +88,53 @@ def test_step_by_step_says_why_it_drafted_that_much(page):
     page.click("#reset-btn")
 
 
+def test_switching_language_mid_play_redraws_the_run_in_the_new_language(page):
+    """Play goes on after the toggle: its next steps, the status and the summary are in the new language."""
+    open_tab(page, "step")
+    page.click("#reset-btn")
+    page.fill("#step-max-new input", "40")
+    page.click("#play-btn")
+    wait_for_plot(page, "step-live", "p.data[0] && p.data[0].x && p.data[0].x.length >= 1")
+    set_language(page, "English")
+    page.wait_for_function("document.querySelector('#step-status').innerText.includes('playing')")  # mid-run
+    page.wait_for_function("document.querySelector('#step-status').innerText.includes('done')", timeout=120_000)
+    page.wait_for_timeout(500)
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    texts = {name: page.inner_text(f"#step-{name}") for name in ("sentence", "status", "summary")}
+    assert "The run is over" in texts["sentence"] and "New tokens" in texts["summary"], texts
+    assert not any(cjk.search(text.replace("我爱", "")) for text in (texts["status"], texts["summary"])), texts
+    assert plot(page, "step-tree")["title"].startswith("Draft tree of step")
+    lines = page.evaluate("""() => Array.from(document.querySelectorAll('#step-summary td:first-child')).map(td => {
+        const r = document.createRange(); r.selectNodeContents(td);
+        return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; })""")
+    assert len(lines) >= 8 and all(n == 1 for n in lines), lines  # no "Accepta / nce rate"
+    assert plot(page, "step-live")["data"][0]["name"] and not cjk.search(plot(page, "step-live")["data"][0]["name"])
+    set_language(page, "中文")
+    page.wait_for_function("document.querySelector('#step-status').innerText.includes('已结束')")
+    page.fill("#step-max-new input", "48")
+    page.click("#reset-btn")
+
+
 def test_compare_three_drafters(page):
+    open_tab(page, "compare")  # quick by default: 24 tokens, one timed round
+    assert page.locator("#cmp-mode label", has_text="快速").locator("input").is_checked()
+    assert page.input_value("#cmp-max-new input") == "24" and page.input_value("#cmp-repeats input") == "1"
+    page.locator("#cmp-mode label", has_text="完整").click()
+    page.wait_for_function("document.querySelector('#cmp-repeats input').value == '3'")
+    assert page.input_value("#cmp-max-new input") == "48"
     rows = run_compare(page, ["draft", "ngram"], "4, 2x2", max_new_tokens=24, repeats=1)
+    fits = page.evaluate("""() => {
+        const table = document.querySelector('#cmp-table'), rows = table.querySelectorAll('[role=row]');
+        const headers = Array.from(table.querySelectorAll('[role=columnheader]'));
+        const last = rows[rows.length - 1].getBoundingClientRect(), box = table.getBoundingClientRect();
+        return {right: Math.max(...headers.map(h => h.getBoundingClientRect().right)), width: window.innerWidth,
+                overflow: Array.from(table.querySelectorAll('*')).some(e => e.scrollWidth > e.clientWidth + 2
+                    && getComputedStyle(e).overflowX !== 'visible' && e.clientWidth > 200),
+                last: last.bottom, bottom: box.bottom, headers: headers.length}; }""")
+    assert fits["headers"] == 12 and fits["right"] <= fits["width"], fits  # speedup and note columns on the page
+    assert not fits["overflow"] and fits["last"] <= fits["bottom"], fits  # no sideways scroll; the last row shows
+    warnings = page.locator("#cmp-status details.sdl-warnings")
+    assert warnings.count() == 0 or not warnings.evaluate("d => d.open")  # notes folded into one line
     assert [row[0] for row in rows] == ["none", "draft · k=4", "draft · tree 2x2", "ngram · k=4", "ngram · tree 2x2"]
     assert rows[0][9] == "1.00×"
     assert all(row[10] == "✓" for row in rows[1:])  # greedy: token for token the baseline
