@@ -131,7 +131,7 @@ def seconds_left(requests: list[DecodeRequest], rounds: int, comparison: Compari
 
 
 def duration(seconds: float, lang: str) -> str:
-    """"about 2 min 10 s" / "约 2 分 10 秒"."""
+    """A time in minutes and seconds: "2 min 10 s" / "2 分 10 秒"."""
     seconds = max(1, round(seconds))
     minutes, rest = divmod(seconds, 60)
     return t("cmp.minutes" if minutes else "cmp.seconds", lang, m=minutes, s=rest)
