@@ -88,35 +88,6 @@ def test_step_by_step_says_why_it_drafted_that_much(page):
     page.click("#reset-btn")
 
 
-def test_switching_language_mid_play_redraws_the_run_in_the_new_language(page):
-    """Play goes on after the toggle: its next steps, the status and the summary are in the new language."""
-    open_tab(page, "step")
-    page.click("#reset-btn")
-    page.fill("#step-max-new input", "120")  # long enough that the switch lands mid-run
-    page.click("#play-btn")
-    wait_for_plot(page, "step-live", "p.data[0] && p.data[0].x && p.data[0].x.length >= 1")
-    # the page redraws every view while Play streams: on a busy machine the click's own settling takes long
-    page.locator("#lang-toggle label:has-text('English')").click(no_wait_after=True)
-    page.wait_for_function("""() => { const s = document.querySelector('#step-status').innerText;
-                                      return s.includes('done') || s.includes('已结束'); }""", timeout=300_000)
-    page.wait_for_timeout(1000)
-    assert "done" in page.inner_text("#step-status")  # Play's later steps were drawn in English too
-    cjk = re.compile(r"[\u4e00-\u9fff]")
-    texts = {name: page.inner_text(f"#step-{name}") for name in ("sentence", "status", "summary")}
-    assert "The run is over" in texts["sentence"] and "New tokens" in texts["summary"], texts
-    assert not any(cjk.search(text.replace("我爱", "")) for text in (texts["status"], texts["summary"])), texts
-    assert plot(page, "step-tree")["title"].startswith("Draft tree of step")
-    lines = page.evaluate("""() => Array.from(document.querySelectorAll('#step-summary td:first-child')).map(td => {
-        const r = document.createRange(); r.selectNodeContents(td);
-        return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; })""")
-    assert len(lines) >= 8 and all(n == 1 for n in lines), lines  # no "Accepta / nce rate"
-    assert plot(page, "step-live")["data"][0]["name"] and not cjk.search(plot(page, "step-live")["data"][0]["name"])
-    set_language(page, "中文")
-    page.wait_for_function("document.querySelector('#step-status').innerText.includes('已结束')")
-    page.fill("#step-max-new input", "48")
-    page.click("#reset-btn")
-
-
 def test_compare_three_drafters(page):
     open_tab(page, "compare")  # quick by default: 24 tokens, one timed round
     assert page.locator("#cmp-mode label", has_text="快速").locator("input").is_checked()
