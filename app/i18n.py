@@ -237,20 +237,20 @@ TEXT: dict[str, tuple[str, str]] = {
     "lossless.residual": ("剩余分布", "residual"),
     "lossless.drafted": ("草稿 token：保留概率 {a:.3f}", "drafted: kept with {a:.3f}"),
     "lossless.drafted_greedy": ("草稿 token：不是最大值", "drafted: not the argmax"),
-    "lossless.drawn": ("抽到的修正", "the correction drawn"),
+    "lossless.drawn": ("重采样抽到的 token", "the resample drawn"),
     "lossless.argmax": ("目标的最大值（argmax）", "the target's argmax"),
     "lossless.say_sampled": (
         "文章里的规则：草稿按 q 抽出 token x，目标以 **min(1, p(x)/q(x))** 的概率保留它；被拒绝时，从 "
         "**norm(max(0, p − q))** 里重新抽一个。这一步草稿猜了「{drafted}」：p = {p:.4f}，q = {q:.4f}，"
         "所以它只有 {a:.3f} 的机会被保留，这次没被保留。右图的剩余分布去掉了草稿“多给”的部分，"
-        "只留下目标比草稿更看好的 token；修正「{chosen}」就是从中抽出的（概率 {r:.3f}）。"
+        "只留下目标比草稿更看好的 token；重采样的「{chosen}」就是从中抽出的（概率 {r:.3f}）。"
         "“保留”和“从剩余里抽”两条路加起来，每个 token 出现的概率正好是 p：输出的分布和只用目标模型时完全一样。"
         "（这一层共试了 {tried} 个草稿兄弟节点；有多个时，每拒绝一个，剩余分布就再减去它的 q。）",
         "The article's rule: the draft draws a token x from q; the target keeps it with probability "
         "**min(1, p(x)/q(x))**; if it refuses, it draws again from **norm(max(0, p − q))**. This step the draft "
         "guessed \"{drafted}\": p = {p:.4f}, q = {q:.4f}, so it had a {a:.3f} chance to be kept, and was not. "
         "The residual on the right removes what the draft over-offered and keeps only the tokens the target likes "
-        "more than the draft did; the correction \"{chosen}\" was drawn from it (probability {r:.3f}). Keeping and "
+        "more than the draft did; the resample \"{chosen}\" was drawn from it (probability {r:.3f}). Keeping and "
         "redrawing together give every token exactly probability p: the output follows the target alone. ({tried} "
         "drafted siblings were tried at this node; with several, each refusal takes its q off what is left.)"),
     "lossless.say_greedy": (
@@ -358,33 +358,6 @@ TEXT: dict[str, tuple[str, str]] = {
                    "{label} · temperature {temperature:g} · seed {seed} — {tokens}/{max} tokens, {forwards} target "
                    "forwards · {state}"),
     "run.ready": ("可以继续", "ready"),
-    "why.off": ("为什么不起草：按本次运行测得的各层接受率和起草、验证的耗时，起草任何深度的每秒 token 数都不如直接"
-                "解码，所以这一步不起草；隔几步再起草试探一次（间隔按试探的代价来定）。",
-                "Why no draft: by the acceptance per level and the drafting and verify times measured on this run, "
-                "no draft depth would give more tokens per second than plain decoding, so this step drafts nothing; "
-                "it will probe again in a few steps (fewer when a probe costs little)."),
-    "why.depth": ("起草 {depth} 层：按本次测得的各层接受率和耗时，这个深度每秒 token 数最多。",
-                  "Drafted {depth} deep: the depth with the most expected tokens per second by this run's "
-                  "acceptance per level and measured costs."),
-    "why.probe": ("试探：起草暂时不划算（或这是第一步），这一步仍起草 {depth} 层——假如这段文字比至今更适合这个"
-                  "草稿方法，这是最划算的深度——并至少验证一个节点，看目标模型是否接受。实际：{realised}。",
-                  "Probe: drafting has not paid so far (or this is the first step), so this step drafts {depth} "
-                  "level(s) -- the depth that would pay best if this text suits the drafter better than the run so "
-                  "far -- and verifies at least one node, to see whether the target accepts it. "
-                  "Realised: {realised}."),
-    "why.empty": ("为什么不起草：草稿方法这一步没有可提议的 token（例如上下文里找不到匹配的 n-gram）。",
-                  "Why no draft: the drafter had nothing to propose this step (e.g. no earlier n-gram match)."),
-    "why.none": ("为什么一个也不验证：起草了 {offered} 个节点，但按置信度估计，验证它们多花的时间换不来更多 token。",
-                 "Why none verified: {offered} nodes were drafted, but by their confidence verifying them would cost "
-                 "more time than the tokens they are expected to add."),
-    "why.part": ("为什么验证 {chosen}/{offered} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 "
-                 "{gain:.2f} 倍；再多验证的节点不划算。实际：{realised}。",
-                 "Why {chosen} of {offered}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's "
-                 "tokens per second; more nodes would not pay for their verify cost. Realised: {realised}."),
-    "why.all": ("为什么全部验证 {chosen} 个：预计每步得到 {expected:.2f} 个 token，每秒 token 数是直接解码的 {gain:.2f} "
-                "倍。实际：{realised}。",
-                "Why all {chosen}: expected {expected:.2f} tokens this step, {gain:.2f}× plain decoding's tokens per "
-                "second. Realised: {realised}."),
     "run.playing": ("播放中", "playing"),
     "run.done": ("已结束", "done"),
     "run.stopped": ("已停止：引擎已归还本次运行的全部 KV 块（运行后占用 {after} 块，峰值 {peak} 块）。",
@@ -419,11 +392,11 @@ TEXT: dict[str, tuple[str, str]] = {
                  "Done: {n} set-ups, each warmed up once (untimed), then timed in {repeats} interleaved rounds. Times "
                  "and speedups are medians over the rounds, min–max in brackets; each speedup is against the "
                  "baseline timed in the same round."),
-    "cmp.flag.above_tau": ("⚠ {label}：加速比 {speedup:.2f}× 高于 τ = {tau:.2f} 的 1.05 倍。无损解码每步至少花一次目标前向，"
-                           "不可能做到：计时受到了干扰（机器负载在变）。",
-                           "⚠ {label}: speedup {speedup:.2f}× is above 1.05 × τ = {tau:.2f}. A lossless decoder spends "
-                           "at least one target forward per step, so this cannot be: the timing was disturbed (the "
-                           "machine's load changed)."),
+    "cmp.flag.above_tau": ("⚠ {label}：加速比最高到 {high:.2f}×（中位数 {speedup:.2f}×），高于 τ = {tau:.2f} 的 1.05 倍。"
+                           "无损解码每步至少花一次目标前向，不可能做到：计时受到了干扰（机器负载在变）。",
+                           "⚠ {label}: the speedup reaches {high:.2f}× (median {speedup:.2f}×), above 1.05 × τ = "
+                           "{tau:.2f}. A lossless decoder spends at least one target forward per step, so this cannot "
+                           "be: the timing was disturbed (the machine's load changed)."),
     "cmp.flag.noisy": ("⚠ {label}：各轮相差 {spread:.0%}（超过 {limit:.0%}），结果有噪声；请在空闲的机器上或多跑几轮再看。",
                        "⚠ {label}: the rounds differ by {spread:.0%} (more than {limit:.0%}); the numbers are noisy — "
                        "rerun on an idle machine or with more repeats."),
@@ -501,13 +474,6 @@ TEXT: dict[str, tuple[str, str]] = {
                             "{model}×",
                             "{label}<br>α = {alpha:.3f}, k = {k}, c = {c}<br>measured speedup {speedup:.2f}×, "
                             "model {model}×"),
-    "worth.readout": ("α = {alpha:.2f}、k = {k}、c = {c:.2f}、v({n}) = {v:.2f} 时：每次验证期望 **{tau:.2f}** 个 token，"
-                      "期望加速 **{speedup:.2f}×**——{verdict}",
-                      "At α = {alpha:.2f}, k = {k}, c = {c:.2f}, v({n}) = {v:.2f}: **{tau:.2f}** tokens per verify "
-                      "expected, **{speedup:.2f}×** speedup — {verdict}"),
-    "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
-    "worth.slower": ("反而比目标模型单独生成更慢：草稿太贵或猜得太差。",
-                     "slower than the target alone: the draft costs too much or guesses too poorly."),
     "worth.no_runs": ("本会话还没有完成的运行：先在“逐步演示”或“比较”里跑一次。",
                       "No finished run in this session yet: make one in Step by step or Compare first."),
     "col.run": ("运行", "run"),
@@ -866,12 +832,117 @@ TEXT: dict[str, tuple[str, str]] = {
                          "pause or stop it first"),
     "err.language": ("页面语言必须是 zh 或 en", "the page language must be zh or en"),
     "err.internal": ("内部错误（{error}）。请重置后再试。", "internal error ({error}). Reset and try again."),
+    # ---- what the browser walk found: the why-line, Worth it?, Compare's quick mode, labels ------
+    "why.probe": ("试探一下：这次运行里起草还没有省下时间（或这是第一步），所以这一步仍起草 {depth} 层，看看目标模型现在"
+                  "是否同意草稿。",
+                  "Trying a draft: drafting has not saved time on this run yet (or this is its first step), so this "
+                  "step drafts {depth} levels anyway, to see whether the target now agrees with the draft."),
+    "why.off": ("这一步不起草：这次运行里到目前为止，起草花的时间比省下的多，所以由目标模型自己写下一个 token；过几步会"
+                "再试着起草。",
+                "No draft this step: so far on this run, drafting has cost more time than it saved, so the target "
+                "writes the next token on its own. It will try drafting again in a few steps."),
+    "why.empty": ("这一步不起草：草稿方法没有可提议的 token（例如前文里找不到与最后几个词相同的片段）。",
+                  "No draft this step: the drafter had nothing to suggest (for example, the last few words never "
+                  "appeared earlier in the text)."),
+    "why.depth": ("起草 {depth} 层：按这次运行到目前为止的情况，这个深度最快。",
+                  "Drafted {depth} levels deep: on this run so far, that depth is the fastest."),
+    "why.none": ("一个也不检查：草稿提了 {offered} 个 token，但看起来都不太可能被接受，让目标模型检查它们花的时间比能省下的多。",
+                 "Nothing checked: the drafter suggested {offered} tokens, but they looked so unlikely to be kept that "
+                 "checking them would cost more time than they could save."),
+    "why.part": ("只检查 {chosen}/{offered} 个草稿 token：预计这一步能得到约 {expected:.1f} 个 token；其余的猜测不太可能"
+                 "被接受，不值得让目标模型花时间检查。",
+                 "Checked {chosen} of the {offered} drafted tokens: this step should give about {expected:.1f} tokens; "
+                 "the other guesses looked too unlikely to be kept to be worth the target's time."),
+    "why.all": ("检查全部 {chosen} 个草稿 token：预计这一步能得到约 {expected:.1f} 个 token，比目标模型单独写的 1 个多。",
+                "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
+                "the one token the target writes alone."),
+    "why.numbers": ("具体数字", "The numbers"),
+    "kind.resample": ("重采样", "resample"),
+    "say.resampled_chain": ("草稿猜了 {drafted} 个，目标模型接受了 {kept} 个；{nth}没被接受，从剩余分布里重采样（“{guess}”→"
+                            "“{token}”）",
+                            "drafted {drafted}, the target accepted {kept} and resampled {nth} from the residual "
+                            "(“{guess}” → “{token}”)"),
+    "say.resampled_tree": ("草稿树有 {drafted} 个节点，目标模型沿一条路径接受了 {kept} 个，并在{nth}位置从剩余分布里重采样出"
+                           "“{token}”",
+                           "drafted a tree of {drafted}, the target accepted a path of {kept} and resampled {nth} "
+                           "position from the residual: “{token}”"),
+    "sum.tree_note": ("接受率把树上每个草稿节点都算进去（同一层的兄弟节点最多只能接受一个），τ 数的是每次目标前向产出的 "
+                      "token：所以树的接受率低、τ 却可以高。",
+                      "The acceptance rate counts every drafted node of the tree (of siblings, at most one can be "
+                      "kept); τ counts the tokens per target forward. So on trees a low acceptance rate goes with a "
+                      "high τ."),
+    "cmp.mode": ("模式", "Mode"),
+    "cmp.mode_info": ("快速：24 个 token、计时 1 轮，几分钟内看到结果，数字较粗；完整：48 个 token、计时 3 轮，给出中位数和范围",
+                      "quick: 24 tokens, 1 timed round, results in minutes, rougher numbers; full: 48 tokens, 3 timed "
+                      "rounds, with medians and ranges"),
+    "cmp.mode_quick": ("快速", "quick"),
+    "cmp.mode_full": ("完整", "full"),
+    "cmp.estimate": ("预计用时约 {time}（{runs} 次运行，含预热；按本机目标模型单独生成每个 token 约 {ms:.0f} 毫秒估算，草稿方法"
+                     "的开销会让它有出入）。",
+                     "Estimated time: about {time} ({runs} runs, warm-ups included; from this machine's {ms:.0f} ms per "
+                     "token for the target alone — the drafters' own costs can move it)."),
+    "cmp.no_estimate": ("还没有估计：这台机器上这个目标模型每个 token 的耗时还没测过（{runs} 次运行，含预热）。第一次预热后就"
+                        "会显示剩余时间。",
+                        "No estimate yet: this target's time per token on this machine has not been measured ({runs} "
+                        "runs, warm-ups included). The time left shows after the first warm-up."),
+    "cmp.left": ("——预计还剩约 {time}", "— about {time} left"),
+    "cmp.minutes": ("{m} 分 {s} 秒", "{m} min {s} s"),
+    "cmp.seconds": ("{s} 秒", "{s} s"),
+    "cmp.warnings": ("<br>⚠ {n} 条提示（{kinds}）——点开看详情", "<br>⚠ {n} notes ({kinds}) — open for details"),
+    "cmp.skipped_kind": ("跳过", "skipped"),
+    "worth.readout": ("**模型**（假设每个草稿 token 都以概率 α 独立被接受）在 α = {alpha:.2f}、k = {k}、c = {c:.2f}、"
+                      "v({n}) = {v:.2f} 时：每次验证期望 {tau:.2f} 个 token，期望加速 **{speedup:.2f}×**——按模型{verdict}",
+                      "**Model** (every drafted token accepted independently with probability α) at α = {alpha:.2f}, "
+                      "k = {k}, c = {c:.2f}, v({n}) = {v:.2f}: {tau:.2f} tokens per verify expected, "
+                      "**{speedup:.2f}×** speedup — by the model, {verdict}"),
+    "worth.faster": ("比目标模型单独生成更快。", "faster than the target alone."),
+    "worth.slower": ("比目标模型单独生成更慢（草稿太贵或猜得太差）。",
+                     "slower than the target alone (the draft costs too much or guesses too poorly)."),
+    "worth.measured_line": ("**实测**（本会话最近的运行 {label}）：加速 **{speedup}**（即下表“加速比”一列）。",
+                            "**Measured** (this session's latest run, {label}): **{speedup}** speedup (the table's "
+                            "“speedup” column)."),
+    "worth.untimed": ("没有计时：“逐步演示”没有基线可比，只有“比较”会把它和目标模型单独生成交替计时",
+                      "not timed: Step by step has no baseline to time against; Compare times a run against the "
+                      "target alone"),
+    "worth.tau_gap": ("按它自己的 α = {alpha:.2f} 和 k = {k}，模型预测每次前向 τ = {tau_model:.2f} 个 token，实测是 "
+                      "{tau:.2f}。",
+                      "With its own α = {alpha:.2f} and k = {k}, the model predicts τ = {tau_model:.2f} tokens per "
+                      "forward; the run measured {tau:.2f}."),
+    "worth.gap_above": ("差距来自模型的假设：各位置的接受并不独立，而是相关的——草稿在好猜的一段上往往连续猜对，错的时候常常第一"
+                        "个就错，所以整段被接受的次数比 α^k 算出来的多。",
+                        "The gap is the model's assumption: acceptances at successive positions are correlated, not "
+                        "independent — on an easy stretch the draft tends to stay right, and where it fails it often "
+                        "fails at the first token, so whole drafts are kept more often than α^k says."),
+    "worth.gap_below": ("差距来自模型的假设：各位置的接受并不独立，而是相关的——这次运行里一旦猜错，后面的位置也常常跟着错，"
+                        "所以整段被接受的次数比 α^k 算出来的少。",
+                        "The gap is the model's assumption: acceptances at successive positions are correlated, not "
+                        "independent — on this run a miss tended to be followed by more misses, so whole drafts were "
+                        "kept less often than α^k says."),
+    "worth.gap_tree": ("这是一棵草稿树：α 把树上每个节点都算进去，而同一层的兄弟节点最多只能接受一个，所以 α 看起来很低，τ "
+                       "却可以很高。",
+                       "This run drafts a tree: α counts every node of it, and of siblings at most one can be kept, so "
+                       "α looks low while τ can be high."),
+    "worth.no_cost": ("{labels}：c 与 v 显示为“—”，因为它们要用本机一次单 token 目标前向的耗时来换算，而“逐步演示”不单独计时"
+                      "目标模型。在“比较”里跑一次（它会测出本机的验证成本曲线），之后的运行——以及这些运行——就有 c 和 v。",
+                      "{labels}: c and v are dashes because they are counted in one-token target forwards of this "
+                      "machine, and Step by step never times the target alone. Run Compare once (it measures this "
+                      "machine's verify-cost curve): from then on, these runs and later ones get c and v."),
+    "why.detail": ("预计：这一步 {expected:.2f} 个 token，速度是直接解码的 {gain:.2f} 倍（每秒 token 数之比）。"
+                   "<br>实测：{tokens} 个 token，引擎用时 {ms:.1f} 毫秒（起草 {draft_ms:.1f}，检查 {verify_ms:.1f}）；"
+                   "直接解码一步约 {plain_ms:.1f} 毫秒写 1 个 token，所以这一步的速度是直接解码的 {realised} 倍。"
+                   "<br>草稿提了 {offered} 个 token，送去检查 {chosen} 个。",
+                   "Expected: {expected:.2f} tokens from this step, {gain:.2f}× plain decoding's speed (tokens per "
+                   "second)."
+                   "<br>Measured: {tokens} tokens in {ms:.1f} ms of engine time (drafting {draft_ms:.1f}, checking "
+                   "{verify_ms:.1f}); a plain step writes 1 token in about {plain_ms:.1f} ms, so this step ran at "
+                   "{realised}× plain decoding's speed."
+                   "<br>The drafter suggested {offered} tokens; {chosen} were sent to the target to check."),
 }
 
 
 # "1 new tokens" -> "1 new token": English counts of one, after the numbers are filled in
 _ONE = re.compile(r"(?<![\d.,])(\**1\**) ((?:new |target |draft |KV |batched |verify )?)"
-                  r"(token|forward|block|step|request|sequence|slot|node|round)s\b")
+                  r"(token|forward|block|step|request|sequence|slot|node|round|level)s\b")
 
 
 def t(key: str, lang: str, **fields) -> str:

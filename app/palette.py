@@ -55,3 +55,15 @@ def visible(text: str) -> str:
     if text == "":
         return "∅"
     return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+
+
+def kind_key(kind: str, resampled: bool = False) -> str:
+    """The i18n key that names a token's kind. At temperature > 0 the target's token after a refused
+    draft is drawn from the residual norm(max(0, p - q)): a resample, not a correction."""
+    return "kind.resample" if resampled and kind == "correction" else "kind." + kind
+
+
+def resampled(record) -> bool:
+    """Whether a StepRecord's refusal was settled by sampling (its inspected rejection at temperature > 0)."""
+    rejection = record.inspect.rejection if record.inspect is not None else None
+    return rejection is not None and rejection.temperature > 0

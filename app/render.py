@@ -8,16 +8,17 @@ from core.records.metrics import tally
 from core.records.steps import StepRecord
 
 from .i18n import has, t
-from .palette import COLORS, visible
+from .palette import COLORS, kind_key, resampled, visible
 
 TEXT_KINDS = ("accepted", "correction", "bonus", "target")
 
 
-def legend_html(lang: str) -> str:
+def legend_html(lang: str, resample: bool = False) -> str:
+    """The text panel's colour key; ``resample``: the run samples, its orange tokens are resamples."""
     chips = [f'<span class="sdl-chip" style="border-color:{COLORS["prompt"]}">{t("kind.prompt", lang)}</span>']
     chips += [
         f'<span class="sdl-chip" style="background:{COLORS[kind]}22;border-color:{COLORS[kind]}">'
-        f'{t("kind." + kind, lang)}</span>'
+        f'{t(kind_key(kind, resample), lang)}</span>'
         for kind in TEXT_KINDS
     ]
     return '<div class="sdl-legend">' + " ".join(chips) + "</div>"
@@ -51,7 +52,7 @@ def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
     last = len(records) - 1
     for i, record in enumerate(records):
         for token in record.emitted:
-            label = t("text.hover", lang, step=record.step + 1, kind=t("kind." + token.kind, lang),
+            label = t("text.hover", lang, step=record.step + 1, kind=t(kind_key(token.kind, resampled(record)), lang),
                       text=visible(token.text), token=token.token)
             current = " sdl-current" if i == last else ""
             parts.append(
@@ -59,7 +60,7 @@ def text_html(prompt: str, records: list[StepRecord], lang: str) -> str:
                 f'style="background:{COLORS[token.kind]}22;border-bottom:3px solid {COLORS[token.kind]}">'
                 f"{_token_piece(token.text) or '&#8203;'}</span>"
             )
-    return legend_html(lang) + '<div class="sdl-text">' + "".join(parts) + "</div>"
+    return legend_html(lang, any(resampled(r) for r in records)) + '<div class="sdl-text">' + "".join(parts) + "</div>"
 
 
 def _ordinal(n: int, lang: str) -> str:
@@ -81,28 +82,35 @@ def step_sentence(record: StepRecord, lang: str) -> str:
     else:
         missed = [markdown_text(visible(n.text)) for n in record.nodes
                   if n.status == "rejected" and n.depth == kept + 1]
-        what = t(f"say.corrected_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
+        verb = "resampled" if resampled(record) else "corrected"
+        what = t(f"say.{verb}_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
                  token=nxt, guess=" / ".join(missed))
     rate = record.new_tokens_total / record.target_forwards_total
     sentence = t("say.step", lang, step=record.step + 1, what=what, rate=rate)
     if record.finished:
         sentence += " " + t("say.finished", lang, tokens=record.new_tokens_total, forwards=record.target_forwards_total)
     if record.decision is not None:
-        sentence += f'<br><span class="sdl-why">{decision_line(record, lang)}</span>'
+        sentence += f'<div class="sdl-why">{decision_line(record, lang)}</div>'
     return sentence
 
 
 def decision_line(record: StepRecord, lang: str) -> str:
-    """Why the goodput controller verified as much as it did this step (``--k auto``)."""
+    """Why the goodput controller verified as much as it did this step (``--k auto``), in plain words,
+    with the numbers behind it (expected and measured, in milliseconds) in a closed detail."""
     d = record.decision
-    realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}×"
     if d.probe:
-        return t("why.probe", lang, realised=realised, depth=d.depth or 1)
-    why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens,
-            gain=d.expected_gain, realised=realised)
-    if d.depth:  # traces written before the depth was recorded have None
-        return t("why.depth", lang, depth=d.depth) + " " + why
-    return why
+        why = t("why.probe", lang, depth=d.depth or 1)
+    else:
+        why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens)
+        if d.depth and d.reason in ("part", "all"):  # traces written before the depth was recorded have None
+            why = t("why.depth", lang, depth=d.depth) + " " + why
+    realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}"
+    numbers = t("why.detail", lang, expected=d.expected_tokens, gain=d.expected_gain, tokens=len(record.emitted),
+                ms=(record.draft_s + record.verify_s) * 1e3, draft_ms=record.draft_s * 1e3,
+                verify_ms=record.verify_s * 1e3, plain_ms=d.plain_step_s * 1e3, realised=realised,
+                offered=d.offered, chosen=d.chosen)
+    return (f'{why}<details class="sdl-why-numbers"><summary>{t("why.numbers", lang)}</summary>'
+            f"{numbers}</details>")
 
 
 def _fmt(value, spec: str) -> str:
@@ -142,4 +150,7 @@ def summary_markdown(result: dict, lang: str, records: list[StepRecord] | None =
     ]
     lines = [f"| {t('sum.what', lang)} | {t('sum.value', lang)} |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]
-    return "\n".join(lines)
+    table = "\n".join(lines)
+    if any(len({n.depth for n in r.nodes}) < len(r.nodes) for r in records or []):  # trees: siblings
+        table += "\n\n" + f'<span class="sdl-note">{t("sum.tree_note", lang)}</span>'
+    return table

@@ -146,6 +146,7 @@ def measured_point(label: str, records: list[StepRecord], k: int, speedup: float
     return MeasuredPoint(
         label=label, alpha=model.alpha, k=k, draft_cost=model.draft_cost, c=model.c, tokens_per_verify=model.tau,
         speedup=speedup, v=model.v, v_model=model.v_model, predicted=model.predicted, v_by_nodes=model.v_by_nodes,
+        tree=any(len({n.depth for n in r.nodes}) < len(r.nodes) for r in records),
     )
 
 
@@ -161,11 +162,13 @@ def comparison_points(comparison: Comparison) -> list[MeasuredPoint]:
 
 
 MAX_POINTS = 64  # measured runs a session keeps for the worth-it view (a long session stays small)
+MAX_UNCOSTED = 8  # Step-by-step runs whose records are kept until a curve gives them c and v
 
 
 @dataclass
 class Session:
     run: Run | None = None  # step by step
+    lang: str | None = None  # the language the toggle last switched to (None: never switched)
     lesson_run: Run | None = None  # the classroom's live part
     playing: bool = False
     comparison: Comparison | None = None  # the last comparison (possibly still running)
@@ -173,10 +176,37 @@ class Session:
     points: deque[MeasuredPoint] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))  # the latest runs
     cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
     cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
+    # Step-by-step runs whose c and v wait for a curve: (their point, records, k, target)
+    uncosted: deque = field(default_factory=lambda: deque(maxlen=MAX_UNCOSTED))
+
+    def language(self, lang: str) -> str:
+        """The page's language now: the toggle's last choice (``lang``), unless the visitor switched
+        while a handler was running (Play, Compare), which then draws its next yields in the new one."""
+        return self.lang or lang
 
     def curve_for(self, target: str) -> CostCurve | None:
         """The session's verify-cost curve if it belongs to ``target``."""
         return self.cost_curve if self.cost_target == target else None
+
+    def add_run(self, label: str, records: list[StepRecord], k: int, target: str, curve: CostCurve | None) -> None:
+        """A finished Step-by-step run as a point of Worth it?; one whose c and v are unknown yet (no
+        one-token forward of this machine measured) is kept, to be filled in once a Compare measures it."""
+        point = measured_point(label, records, k, curve=curve)
+        self.points.append(point)
+        if point.c is None:
+            self.uncosted.append((point, records, k, target))
+
+    def cost_points(self) -> None:
+        """Give the runs that had no c and v theirs, from the session's verify-cost curve (a Compare's)."""
+        waiting = list(self.uncosted)
+        self.uncosted.clear()
+        for old, records, k, target in waiting:
+            curve = self.curve_for(target)
+            if curve is None:
+                self.uncosted.append((old, records, k, target))
+                continue
+            new = measured_point(old.label, records, k, curve=curve)
+            self.points = deque((new if p is old else p for p in self.points), maxlen=MAX_POINTS)
     replay: Trace | None = None
     replay_index: int = 0
     batch: dict | None = None  # the batch-size study shown (a bench result with a batch sweep)

@@ -80,6 +80,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         @guarded(status)
         def on_language(lang_value, session, alpha, k, c):
             session = ensure(session)
+            session.lang = lang_value  # a run going on (Play, Compare) draws its next steps in it
             values = {
                 **step_view.render(session, lang_value),
                 **compare_view.render(session, lang_value),

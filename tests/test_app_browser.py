@@ -39,6 +39,9 @@ def cells(grid: dict) -> dict:
 def test_step_by_step_draws_three_real_steps(page, tmp_path):
     from core import read_trace
 
+    fold = page.evaluate("""() => { const b = document.querySelector('#step-btn').getBoundingClientRect();
+                                    return [b.bottom + window.scrollY, window.innerHeight]; }""")
+    assert fold[0] <= fold[1] == 1000, fold  # Step is above the fold at 1440×1000
     step(page, 3)
     tree = plot(page, "step-tree")
     kv = plot(page, "step-kv")
@@ -73,13 +76,37 @@ def test_step_by_step_says_why_it_drafted_that_much(page):
     lines = step_auto(page, 3)
     assert all(lines), lines  # every step under the goodput controller says why
     assert lines[0].startswith("试探")  # the run's first step probes with one level
-    assert all(any(word in line for word in ("试探", "起草", "不起草", "验证")) for line in lines)
+    assert all(any(word in line for word in ("试探", "起草", "检查")) for line in lines)
+    assert not any(word in line for line in lines for word in ("实际", "Realised", "×"))  # plain words first
+    numbers = page.locator("#step-sentence details.sdl-why-numbers")  # the numbers behind a closed detail
+    assert numbers.count() == 1 and not numbers.evaluate("d => d.open")
+    numbers.locator("summary").click()
+    page.wait_for_function("document.querySelector('#step-sentence details').open")
+    assert "毫秒" in numbers.inner_text() and "倍" in numbers.inner_text()
     page.locator("#step-auto input").set_checked(False)
     page.click("#reset-btn")
 
 
 def test_compare_three_drafters(page):
+    open_tab(page, "compare")  # quick by default: 24 tokens, one timed round
+    assert page.locator("#cmp-mode label", has_text="快速").locator("input").is_checked()
+    assert page.input_value("#cmp-max-new input") == "24" and page.input_value("#cmp-repeats input") == "1"
+    page.locator("#cmp-mode label", has_text="完整").click()
+    page.wait_for_function("document.querySelector('#cmp-repeats input').value == '3'")
+    assert page.input_value("#cmp-max-new input") == "48"
     rows = run_compare(page, ["draft", "ngram"], "4, 2x2", max_new_tokens=24, repeats=1)
+    fits = page.evaluate("""() => {
+        const table = document.querySelector('#cmp-table'), rows = table.querySelectorAll('[role=row]');
+        const headers = Array.from(table.querySelectorAll('[role=columnheader]'));
+        const last = rows[rows.length - 1].getBoundingClientRect(), box = table.getBoundingClientRect();
+        return {right: Math.max(...headers.map(h => h.getBoundingClientRect().right)), width: window.innerWidth,
+                overflow: Array.from(table.querySelectorAll('*')).some(e => e.scrollWidth > e.clientWidth + 2
+                    && getComputedStyle(e).overflowX !== 'visible' && e.clientWidth > 200),
+                last: last.bottom, bottom: box.bottom, headers: headers.length}; }""")
+    assert fits["headers"] == 12 and fits["right"] <= fits["width"], fits  # speedup and note columns on the page
+    assert not fits["overflow"] and fits["last"] <= fits["bottom"], fits  # no sideways scroll; the last row shows
+    warnings = page.locator("#cmp-status details.sdl-warnings")
+    assert warnings.count() == 0 or not warnings.evaluate("d => d.open")  # notes folded into one line
     assert [row[0] for row in rows] == ["none", "draft · k=4", "draft · tree 2x2", "ngram · k=4", "ngram · tree 2x2"]
     assert rows[0][9] == "1.00×"
     assert all(row[10] == "✓" for row in rows[1:])  # greedy: token for token the baseline
@@ -218,5 +245,8 @@ def test_worth_it_marks_the_measured_runs(page):
     open_tab(page, "worth")
     figure = wait_for_plot(page, "worth-plot", "p.data.some(t => t.name == '本会话实测')")
     measured = [t for t in figure["data"] if t["name"] == "本会话实测"]
-    assert len(measured[0]["x"]) == 4  # the four speculative runs of the comparison
+    assert len(measured[-1]["x"]) == 4  # the four speculative runs of the comparison, timed against the baseline
+    assert len(measured[0]["x"]) >= 4  # τ: the played run of this module too
+    text = page.inner_text("#worth-readout")  # which number is the model's and which the run's
+    assert text.startswith("模型") and "实测（本会话最近的运行 ngram · tree 2x2）" in text and "模型预测每次前向 τ" in text
     shot(page, "worth-it")

@@ -204,6 +204,60 @@ def test_the_prediction_is_tau_over_draft_plus_curve_verify(runs):
     assert metrics.verify_cost_by_nodes(runs["none"].steps, forward_s) == {1: pytest.approx(1.0)}
 
 
+def test_the_summary_of_a_tree_run_says_why_its_acceptance_is_low_beside_its_tau(runs):
+    note = "The acceptance rate counts every drafted node of the tree"
+    assert note in summary_markdown(runs["tree"].to_dict(), "en", runs["tree"].steps)
+    assert "接受率把树上每个草稿节点都算进去" in summary_markdown(runs["tree"].to_dict(), "zh", runs["tree"].steps)
+    assert note not in summary_markdown(runs["chain"].to_dict(), "en", runs["chain"].steps)
+
+
+def test_worth_it_says_which_number_is_measured_and_why_the_model_differs(runs):
+    """The headline is the model's at the sliders and says so; the latest run's measured speedup is the
+    table's number; its measured τ stands beside the independent-α model's, with the reason for the gap."""
+    from core.cost.theory import tokens_per_verify
+    from core.records import metrics
+
+    forward_s = metrics.forward_seconds(runs["none"].steps)
+    point = measured_point("draft · k=4", runs["chain"].steps, 4, speedup=1.24, forward_s=forward_s, curve=CURVE)
+    text = readout(round(point.alpha, 2), 4, round(point.c, 2), "en", CURVE, point)
+    model, measured = text.split("<br>")
+    assert model.startswith("**Model** (every drafted token accepted independently")
+    assert measured.startswith("**Measured** (this session's latest run, draft · k=4): **1.24×** speedup")
+    assert points_table([point], "en")["speedup"][0] == "1.24×"  # the same number as the table's
+    tau_model = tokens_per_verify(point.alpha, 4)
+    assert f"predicts τ = {tau_model:.2f}" in measured and f"the run measured {point.tokens_per_verify:.2f}" in measured
+    if abs(point.tokens_per_verify - tau_model) > 0.05 * tau_model:
+        assert "correlated, not independent" in measured
+    assert "相关" in readout(0.5, 4, 0.1, "zh", CURVE, replace(point, tokens_per_verify=tau_model * 1.5))
+    tree = measured_point("draft · tree 2x2", runs["tree"].steps, 2, forward_s=forward_s, curve=CURVE)
+    assert tree.tree and not point.tree
+    assert "α counts every node" in readout(0.5, 2, 0.1, "en", CURVE, tree)
+    assert "not timed: Step by step has no baseline" in readout(0.5, 2, 0.1, "en", CURVE, tree)
+
+
+def test_a_step_run_made_before_any_compare_gets_c_and_v_once_a_curve_is_measured(runs):
+    """No one-token forward of this machine is known: c and v are dashes, and the page says why and
+    how to get them; once a Compare has measured the curve, the run gets them."""
+    from app.session import Session
+    from app.views.worth import missing_cost
+
+    session = Session()
+    target = runs["chain"].target
+    session.add_run("draft · k=4", runs["chain"].steps, 4, target, None)
+    [point] = session.points
+    assert point.c is None and point.v is None
+    assert list(points_table(list(session.points), "en")["c"]) == ["—"]
+    assert "draft · k=4: c and v are dashes" in missing_cost(list(session.points), "en")
+    assert "Run Compare once" in missing_cost(list(session.points), "en")
+    session.cost_points()  # no curve yet: still waiting
+    assert session.points[0] is point
+    session.cost_curve, session.cost_target = CURVE, target
+    session.cost_points()
+    [costed] = session.points
+    assert costed.c == pytest.approx(measured_point("x", runs["chain"].steps, 4, curve=CURVE).c) and costed.c > 0
+    assert costed.v is not None and not session.uncosted and missing_cost(list(session.points), "en") == ""
+
+
 def _timed(result, walls, verify_s):
     """Repeats of a real run with the given wall times, every verify taking ``verify_s``."""
     steps = [replace(record, verify_s=verify_s) for record in result.steps]
@@ -228,7 +282,7 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
     assert comparison.flags(steady) == [] and comparison.flags(noisy) == ["noisy"]
     assert comparison.speedup(noisy) == Spread(10 / 7.0, 10 / 9.0, 10 / 6.0)
     lines = flag_lines(Comparison([base, chain, noisy], repeats=3), "en")
-    assert "is above 1.05 × τ" in lines[0] and "the numbers are noisy" in lines[1]
+    assert "above 1.05 × τ" in lines[0] and "the numbers are noisy" in lines[1]
     table = compare_table(Comparison([base, chain, noisy], repeats=3), "en")
     assert list(table["note"]) == ["", "above τ", "noisy"]
     assert table["speedup"][2] == "1.43× (1.11–1.67)"
@@ -237,6 +291,34 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
     comparison = Comparison([base, cheap], repeats=3)
     assert comparison.flags(cheap) == ["v_below_one"]
     assert "cannot be faster than the baseline's one-token forward" in flag_lines(comparison, "en")[0]
+    # a median under tau whose range reaches above it: one round beat what a lossless decoder can
+    reaching = setup(runs["chain"], [10 / (chain.tau * 0.9), 10 / (chain.tau * 0.9), 10 / (chain.tau * 1.3)])
+    comparison = Comparison([base, reaching], repeats=3)
+    assert comparison.speedup(reaching).median < reaching.tau < comparison.speedup(reaching).high
+    assert comparison.flags(reaching) == ["above_tau", "noisy"]
+    assert f"reaches {chain.tau * 1.3:.2f}×" in flag_lines(comparison, "en")[0]
+
+
+def test_compare_folds_its_warnings_into_one_counted_line(runs):
+    from app.views.compare import warnings_html
+    from core.request import DecodeRequest
+    from core.studies.comparison import Comparison, TimedSetup
+
+    def setup(result, walls, verify_s):
+        request = DecodeRequest.of("我爱", drafter=result.drafter, k=int(result.settings["k"]))
+        return TimedSetup(request, _timed(result, walls, verify_s))
+
+    base = setup(runs["none"], [10.0, 10.0, 10.0], 0.1)
+    fast = setup(runs["chain"], [2.0, 2.0, 2.0], 0.15)  # above tau
+    noisy = setup(runs["chain"], [6.0, 9.0, 7.0], 0.15)
+    comparison = Comparison([base, fast, noisy, setup(runs["chain"], [6.0, 9.0, 7.0], 0.15)], repeats=3)
+    html = warnings_html(comparison, "en", ["skipped medusa: no weights"])
+    summary, details = html.split("</summary>")
+    assert html.startswith('<details class="sdl-warnings"') and " open" not in html.split(">")[0]
+    assert summary.endswith("⚠ 4 notes (above τ × 1, noisy × 2, skipped × 1) — open for details")
+    assert details.count("<br>") == 3 and "skipped medusa" in details
+    assert "4 条提示（高于 τ × 1, 有噪声 × 2, 跳过 × 1）" in warnings_html(comparison, "zh", ["x"])
+    assert warnings_html(Comparison([base], repeats=3), "en", []) == ""
 
 
 def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
@@ -264,6 +346,20 @@ def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     assert float(table["ms / target forward"][0]) > 0
     assert point.speedup == comparison.speedup(comparison.setups[1]).median
     assert worth["speedup (predicted)"][0] == f"{point.predicted:.2f}×"
+
+    from app.views.compare import duration, estimate_line, seconds_left
+    # the time left, from what was measured: before the start one forward per token, at the end nothing
+    assert seconds_left(requests, 2, forward_s=0.01) == pytest.approx(2 * (WARMUP_TOKENS + 2 * 10) * 0.01)
+    assert seconds_left(requests, 2) is None and "No estimate yet" in estimate_line(requests, 2, None, "en")
+    assert "about 1 min 5 s (4 runs" in estimate_line(requests, 1, 65 / (2 * (WARMUP_TOKENS + 10)), "en")
+    assert seconds_left(requests, 2, comparison) == 0
+    after_round_one = [p.comparison for p in progress if p.phase == "timed" and p.round == 2 and p.setup is not None
+                       and p.setup.label == "none" and not p.tick][0]  # a copy is not kept: recompute from walls
+    assert after_round_one is comparison
+    walls = [s.walls for s in comparison.setups]
+    one_round = replace(comparison, setups=[replace(s, results=s.results[:1]) for s in comparison.setups])
+    assert seconds_left(requests, 2, one_round) == pytest.approx(walls[0][0] + walls[1][0])
+    assert duration(59.6, "zh") == "1 分 0 秒" and duration(12, "en") == "12 s"
 
 
 def test_a_stepped_run_reports_compute_time_not_the_waits_between_steps():

@@ -136,11 +136,42 @@ def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="hybrid", tree="auto", max_new_tokens=12)
     sentences = [step_sentence(r, "en") for r in result.steps]
     assert all('class="sdl-why"' in s for s in sentences)
-    assert "Probe: " in sentences[0]  # nothing known yet: one level, to measure
-    assert any("deep: the depth with the most expected tokens per second" in s and "Why all" in s for s in sentences)
+    assert "Trying a draft: " in sentences[0]  # nothing known yet: one level, to measure
+    assert any("levels deep: on this run so far, that depth is the fastest" in s and "Checked all" in s
+               for s in sentences)
     mixed = [r for r in result.steps if len({n.proposer.split("-")[0] for n in r.nodes}) > 1]
     names = [trace.name for trace in tree_figure(mixed[0], "en").data]
     assert any(str(name).startswith("proposed by: ngram") for name in names)
+
+
+JARGON = ("Probe", "Realised", "realised", "verifies at least one node", "goodput", "α")
+
+
+def test_the_why_line_is_plain_words_with_the_numbers_behind_a_detail(monkeypatch):
+    """What the page says under each ``auto`` step: a sentence a student can follow, in both
+    languages, and the numbers (expected and measured, from the step's own record) in a closed detail."""
+    import re
+
+    import core.api
+    from app.render import decision_line
+
+    monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)
+    result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="ngram", k="auto", max_new_tokens=12)
+    for record in result.steps:
+        for lang in ("en", "zh"):
+            line = decision_line(record, lang)
+            words, numbers = line.split('<details class="sdl-why-numbers">')
+            assert not any(word in words for word in JARGON), words
+            assert "×" not in words and "<" not in words  # no ratios, no markup before the detail
+            if lang == "zh":
+                assert not re.search(r"[A-Za-z]{3,}", words.replace("token", "")), words  # no English left
+            d = record.decision
+            ms = (record.draft_s + record.verify_s) * 1e3
+            assert f"{ms:.1f}" in numbers and f"{d.plain_step_s * 1e3:.1f}" in numbers
+            assert f"{d.realised_gain:.2f}" in numbers and f"{d.expected_gain:.2f}" in numbers
+            assert numbers.startswith("<summary>" + ("The numbers" if lang == "en" else "具体数字"))
+    first = decision_line(result.steps[0], "en")
+    assert first.startswith("Trying a draft") and "1 levels" not in first  # counts of one read as one
 
 
 def test_the_draft_cost_separates_catching_up_from_drafting_levels():

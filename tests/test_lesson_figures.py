@@ -54,10 +54,30 @@ def test_the_lossless_picture_draws_the_recorded_laws(sampled):
     drafted = record.nodes[rejection.tried[0]]
     assert drawn.labels[drawn.drafted[0]] == drafted.text.replace(" ", "␣").replace("\n", "↵") or drafted.text
     notes = " ".join(a.text for a in fig.layout.annotations)
-    assert f"kept with {rejection.accept_probs[0]:.3f}" in notes and "the correction drawn" in notes
+    assert f"kept with {rejection.accept_probs[0]:.3f}" in notes and "the resample drawn" in notes
     text = lossless_text(record, "en")
     assert "min(1, p(x)/q(x))" in text and "norm(max(0, p − q))" in text
     assert f"{rejection.accept_probs[0]:.3f} chance" in text
+
+
+def test_a_resample_is_called_a_resample_and_a_greedy_miss_a_correction(sampled, greedy):
+    """At temperature > 0 the target's token after a refusal is drawn from the residual: the sentence,
+    the tree's legend and hover, and the text's colour key say "resample" (重采样), never "correction"."""
+    from app.render import step_sentence, text_html
+
+    record = refused(sampled)
+    assert record.next.kind == "correction"  # the engine's one name for the token after a miss
+    sentence, names = step_sentence(record, "en"), [trace.name for trace in tree_figure(record, "en").data]
+    assert "resampled the" in sentence and "corrected" not in sentence
+    assert "resample" in names and "correction" not in names
+    hover = " ".join(str(h) for trace in tree_figure(record, "en").data for h in (trace.hovertext or []))
+    assert "· resample" in hover and "· correction" not in hover
+    text = text_html("我爱", sampled, "en")
+    assert ">resample</span>" in text and ">correction</span>" not in text
+    assert "重采样" in step_sentence(record, "zh") and "重采样" in text_html("我爱", sampled, "zh")
+    miss = refused(greedy)
+    assert "corrected the" in step_sentence(miss, "en") and "correction" in [t.name for t in tree_figure(miss, "en").data]
+    assert ">correction</span>" in text_html("我爱", greedy, "en")
 
 
 def test_at_temperature_0_the_panel_says_exact_match_and_shows_the_argmax(greedy):

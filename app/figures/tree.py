@@ -18,7 +18,7 @@ from core.records.detail import PositionRecord
 from core.records.steps import ExpansionRecord, NodeRecord, StepRecord, TokenRecord
 
 from ..i18n import t
-from ..palette import COLORS, proposer_color, visible
+from ..palette import COLORS, kind_key, proposer_color, resampled, visible
 from .style import finish
 
 ROOT = -1
@@ -211,10 +211,11 @@ def _alternatives(position: PositionRecord, lang: str) -> list[str]:
     return lines
 
 
-def _hover(box: _Box, lang: str, show_probs: bool, positions: dict[int, PositionRecord] | None = None) -> str:
+def _hover(box: _Box, lang: str, show_probs: bool, positions: dict[int, PositionRecord] | None = None,
+           resample: bool = False) -> str:
     if box.kind == "folded":
         return t("tree.folded", lang, n=box.token_text.removeprefix("+"))
-    lines = [f"<b>{html.escape(visible(box.token_text))}</b> · {t('kind.' + box.kind, lang)}"]
+    lines = [f"<b>{html.escape(visible(box.token_text))}</b> · {t(kind_key(box.kind, resample), lang)}"]
     if box.kind == "pruned":
         lines.append(f"{t('tree.depth', lang)} {box.x}")
         lines.append(f"q ({t('tree.q', lang)}) = {box.draft_prob:.3f}")
@@ -284,12 +285,13 @@ class TreeDrawing:
     next_token: TokenRecord | None = None
     expansion: ExpansionRecord | None = None
     positions: dict[int, PositionRecord] | None = None
+    resampled: bool = False  # the target's token after the refusal was sampled from the residual
 
 
 def tree_figure(record: StepRecord, lang: str, collapse: bool | None = None) -> go.Figure:
     """The draft tree of one step of a run; ``collapse``: fold unreached branches (None: when large)."""
     positions = {p.parent: p for p in record.inspect.positions} if record.inspect is not None else None
-    drawing = TreeDrawing(record.root, record.nodes, record.next, record.expansion, positions)
+    drawing = TreeDrawing(record.root, record.nodes, record.next, record.expansion, positions, resampled(record))
     return draw_tree(drawing, lang, t("tree.title", lang, step=record.step + 1), collapse=collapse)
 
 
@@ -324,12 +326,12 @@ def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool =
             x=[b.x for b in group],
             y=[rows[b.key] for b in group],
             mode="markers+text",
-            name=t("kind." + kind, lang),
+            name=t(kind_key(kind, drawing.resampled), lang),
             text=[html.escape(label[b.key]) for b in group],
             textfont={"color": "#555555" if kind in ("pruned", "folded") else "white", "size": look.font},
             marker={"symbol": "square", "size": look.marker, "color": COLORS[kind],
                     "line": {"color": "white", "width": 1}},
-            hovertext=[_hover(b, lang, show_probs, positions) for b in group],
+            hovertext=[_hover(b, lang, show_probs, positions, drawing.resampled) for b in group],
             hoverinfo="text",
         ))
     for trace in _proposer_outlines(boxes, rows, small, lang):

@@ -33,6 +33,7 @@ class MeasuredPoint:
     v_model: float | None = None  # what the cost curve says its verifies cost
     predicted: float | None = None  # tau / (k*c + v_model)
     v_by_nodes: dict[int, float] = field(default_factory=dict)  # the run's own v(n) points
+    tree: bool = False  # it drafted trees: alpha counts every node, siblings included
 
 
 def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], lang: str,

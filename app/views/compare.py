@@ -3,6 +3,8 @@ timed in interleaved rounds (``core.studies.comparison``); the table and plots g
 with medians, their range and a note where the timing cannot be trusted."""
 from __future__ import annotations
 
+import statistics
+from collections import Counter
 from dataclasses import dataclass
 
 import gradio as gr
@@ -12,7 +14,8 @@ from core.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
 from core.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
-from core.studies.comparison import MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup, run_comparison
+from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, WARMUP_TOKENS, Comparison, Progress, Spread, TimedSetup,
+                                     run_comparison)
 
 from .. import memory
 from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
@@ -28,7 +31,10 @@ from .page import Page
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
 DEFAULT_SHAPES = "auto, 4"  # the goodput controller's choice beside a fixed chain
-DEFAULT_REPEATS = 3
+MODES = {"quick": (24, 1), "full": (48, 3)}  # (new tokens, timed rounds) each mode fills in
+DEFAULT_MODE = "quick"  # the whole default comparison in minutes, not half an hour on a busy machine
+DEFAULT_MAX_NEW, DEFAULT_REPEATS = MODES[DEFAULT_MODE]
+TABLE_HEIGHT = 1600  # px: every row of the largest comparison (PAGE_MAX_COMPARE_RUNS) shows without scrolling
 COLUMNS = ("col.drafter", "col.new_tokens", "col.forwards", "col.tau", "col.acceptance", "col.draft_cost",
            "col.ms_forward", "col.v", "col.wall", "col.speedup", "col.identical", "col.note")
 
@@ -71,7 +77,8 @@ def flag_lines(comparison: Comparison, lang: str) -> list[str]:
         flags = comparison.flags(setup)
         speedup = comparison.speedup(setup)
         if "above_tau" in flags:
-            lines.append(t("cmp.flag.above_tau", lang, label=setup.label, speedup=speedup.median, tau=setup.tau))
+            lines.append(t("cmp.flag.above_tau", lang, label=setup.label, high=speedup.high, speedup=speedup.median,
+                           tau=setup.tau))
         if "v_below_one" in flags:
             v = comparison.verify_cost(setup)
             lines.append(t("cmp.flag.v_below_one", lang, label=setup.label, v=v))
@@ -79,6 +86,70 @@ def flag_lines(comparison: Comparison, lang: str) -> list[str]:
             spread = max(s.relative for s in (comparison.wall(setup), speedup) if s is not None)
             lines.append(t("cmp.flag.noisy", lang, label=setup.label, spread=spread, limit=NOISY_SPREAD))
     return lines
+
+
+def warnings_html(comparison: Comparison, lang: str, skipped: list[str]) -> str:
+    """Every note on the comparison's timing (and every skipped set-up) folded into one line that
+    counts them by kind; the sentences behind a closed detail."""
+    lines = flag_lines(comparison, lang) + skipped
+    if not lines:
+        return ""
+    kinds = Counter(flag for setup in comparison.setups for flag in comparison.flags(setup))
+    parts = [f"{t('note.' + flag, lang)} × {n}" for flag, n in kinds.items()]
+    if skipped:
+        parts.append(f"{t('cmp.skipped_kind', lang)} × {len(skipped)}")
+    summary = t("cmp.warnings", lang, n=len(lines), kinds=", ".join(parts))
+    return (f'<details class="sdl-warnings" id="cmp-warnings"><summary>{summary}</summary>'
+            + "<br>".join(lines) + "</details>")
+
+
+def seconds_left(requests: list[DecodeRequest], rounds: int, comparison: Comparison | None = None,
+                 forward_s: float | None = None) -> float | None:
+    """What is left of a comparison, in seconds, from what this machine measured: each timed run
+    as long as the same set-up's earlier runs (else the baseline's, else one one-token forward
+    ``forward_s`` per token), a warm-up one forward per token. None with nothing measured yet."""
+    c = comparison
+    if c is not None and c.setups and c.baseline.results:
+        forward_s = c.forward_s
+    elif c is not None and c.curve is not None:
+        forward_s = c.curve.forward_s
+    if not forward_s:
+        return None
+    setups = {} if c is None else {s.request: s for s in c.setups}
+    warmed = 0 if c is None else len(c.setups) + len(c.skipped)
+    baseline_wall = statistics.median(c.baseline.walls) if c is not None and c.setups and c.baseline.results else None
+    left = sum(min(WARMUP_TOKENS, r.max_new_tokens) * forward_s for r in requests[warmed:])
+    for request in requests:
+        if c is not None and warmed >= len(requests) and request not in setups:
+            continue  # skipped in the warm-up
+        setup = setups.get(request)
+        done = len(setup.results) if setup is not None else 0
+        walls = setup.walls if setup is not None and setup.results else []
+        per_run = statistics.median(walls) if walls else baseline_wall or request.max_new_tokens * forward_s
+        left += max(0, rounds - done) * per_run
+    return left
+
+
+def duration(seconds: float, lang: str) -> str:
+    """A time in minutes and seconds: "2 min 10 s" / "2 分 10 秒"."""
+    seconds = max(1, round(seconds))
+    minutes, rest = divmod(seconds, 60)
+    return t("cmp.minutes" if minutes else "cmp.seconds", lang, m=minutes, s=rest)
+
+
+def known_forward_s(session: Session, request: DecodeRequest) -> float | None:
+    """One one-token forward of ``request``'s target on this machine, if this session measured it
+    (a Compare on the same target, or the verify-cost curve a Step-by-step run on it reads)."""
+    same = (request.preset, request.target)
+    previous = session.comparison
+    if previous is not None and previous.setups and previous.baseline.results:
+        if (previous.baseline.request.preset, previous.baseline.request.target) == same:
+            return previous.forward_s
+    run = session.run
+    if run is not None and (run.request.preset, run.request.target) == same:
+        curve = session.curve_for(run.decoder.target.path) or run.curve()
+        return curve.forward_s if curve is not None else None
+    return None
 
 
 @dataclass
@@ -114,12 +185,18 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
                                info="ctl.drafters_info", elem_id="cmp-drafters", scale=2)
         shapes = labels.make(gr.Textbox, DEFAULT_SHAPES, label="ctl.shapes", info="ctl.shapes_info", elem_id="cmp-shapes",
                              scale=2)
+    modes = [("cmp.mode_quick", "quick"), ("cmp.mode_full", "full")]
+    mode = labels(gr.Radio([(labels.text(key), value) for key, value in modes], value=DEFAULT_MODE,
+                           label=labels.text("cmp.mode"), info=labels.text("cmp.mode_info"), elem_id="cmp-mode"),
+                  label="cmp.mode", info="cmp.mode_info", choices=modes)
     with gr.Row():
         temperature = labels.make(gr.Slider, 0, PAGE_MAX_TEMPERATURE, value=0, step=0.05, label="ctl.temperature")
         seed = labels.make(gr.Number, 0, label="ctl.seed")
-        max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="cmp-max-new")
+        max_new = labels.make(gr.Number, DEFAULT_MAX_NEW, label="ctl.max_new_tokens", elem_id="cmp-max-new")
         repeats = labels.make(gr.Number, DEFAULT_REPEATS, label="ctl.repeats", info="ctl.repeats_info", precision=0,
                               elem_id="cmp-repeats")
+    mode.change(lambda value: MODES.get(value, MODES[DEFAULT_MODE]), mode, [max_new, repeats],
+                api_visibility="private")  # a mode fills in the two fields; either can still be changed by hand
     own_target, own_draft = own_model_fields(labels, "cmp", policy)
     return CompareControls(prompt=prompt, preset=preset, drafters=drafters, shapes=shapes, temperature=temperature,
                            seed=seed, max_new_tokens=max_new, target=own_target, draft=own_draft, repeats=repeats)
@@ -134,7 +211,7 @@ def build(page: Page) -> CompareView:
         stop_btn = labels.make(gr.Button, text="btn.stop", variant="stop", elem_id="cmp-stop")
     status = gr.Markdown(elem_id="cmp-status", elem_classes=["sdl-status"])
     result_table = labels.make(gr.Dataframe, table(None, labels.lang), label="panel.compare_table", interactive=False,
-                               elem_id="cmp-table")
+                               elem_id="cmp-table", wrap=True, max_height=TABLE_HEIGHT)
     plot = labels.make(gr.Plot, label="panel.compare_plot", elem_id="cmp-plot")
     timeline = labels.make(gr.Plot, label="panel.timeline", elem_id="cmp-timeline")
     view = CompareView(state, status, result_table, plot, timeline)
@@ -163,12 +240,27 @@ def build(page: Page) -> CompareView:
     return view
 
 
+def estimate_line(requests: list[DecodeRequest], repeats: int, forward_s: float | None, lang: str) -> str:
+    """Before a comparison starts: how long it should take, or why there is no estimate yet."""
+    runs = len(requests) * (repeats + 1)
+    seconds = seconds_left(requests, repeats, forward_s=forward_s)
+    if seconds is None:
+        return t("cmp.no_estimate", lang, runs=runs)
+    return t("cmp.estimate", lang, time=duration(seconds, lang), runs=runs, ms=forward_s * 1e3)
+
+
 def compare(view: CompareView, session: Session, requests: list[DecodeRequest], repeats: int, lang: str, queue):
     """Warm up, then time the requests in interleaved rounds (``core.studies.comparison``), yielding the page as it
-    grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting)."""
+    grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting). The
+    status line says how long is left, from what the machine has measured so far."""
     session.compare_stop = False
+    estimate = estimate_line(requests, repeats, known_forward_s(session, requests[0]), lang)
     session.comparison = None
+    yield {view.state: session, view.status: estimate}
     for progress in run_comparison(requests, repeats, should_stop=lambda: session.compare_stop, metered=_metered):
+        if session.language(lang) != lang:  # the visitor switched language mid-run
+            lang = session.language(lang)
+            estimate = estimate_line(requests, repeats, known_forward_s(session, requests[0]), lang)
         session.comparison = comparison = progress.comparison
         if progress.phase == "timed" and progress.setup is not None and not progress.tick:
             queue.take()
@@ -178,17 +270,21 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
             yield view.render(session, lang)
             continue
         line = _progress_line(progress, len(requests), lang)
-        yield {view.state: session, view.status: "<br>".join([line, *skipped])}
+        left = seconds_left(requests, repeats, comparison)
+        if left is not None:
+            line += " " + t("cmp.left", lang, time=duration(left, lang))
+        yield {view.state: session, view.status: "<br>".join([line, estimate, *skipped])}
     comparison = session.comparison
     if comparison.stopped is not None:
         yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
                **view.render(session, lang)}
         return
     session.cost_curve, session.cost_target = comparison.curve, comparison.baseline.results[0].target
+    session.cost_points()  # Step-by-step runs made before any Compare get their c and v now
     session.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
-    lines = [done, *flag_lines(comparison, lang), *skipped]
-    yield {view.state: session, view.status: "<br>".join(lines), **view.render(session, lang)}
+    status = done + warnings_html(comparison, lang, skipped)
+    yield {view.state: session, view.status: status, **view.render(session, lang)}
 
 
 def _metered(request: DecodeRequest):

@@ -15,7 +15,7 @@ from ..i18n import t
 from ..labels import Labels
 from ..limits import RunGate
 from ..render import summary_markdown
-from ..session import Run, Session, ensure, measured_point
+from ..session import Run, Session, ensure
 from .own_models import own_model_fields
 from .page import Page
 from .panels import StepPanels, step_panels
@@ -79,6 +79,12 @@ class StepperControls:
 def build_controls(labels: Labels, presets: list[str], default_preset: str, default_drafter: str,
                    policy: ModelPolicy) -> StepperControls:
     prompt = labels.make(gr.Textbox, DEFAULT_PROMPT, label="ctl.prompt", lines=2, elem_id="step-prompt")
+    with gr.Row():  # the buttons under the prompt: Step is above the fold on a laptop's screen
+        buttons = {"step": button(labels, "btn.step", "step-btn", variant="primary"),
+                   "play": button(labels, "btn.play", "play-btn"), "pause": button(labels, "btn.pause", "pause-btn")}
+    with gr.Row():
+        buttons.update(stop=button(labels, "btn.stop", "stop-btn", variant="stop"),
+                       reset=button(labels, "btn.reset", "reset-btn"))
     preset = labels.make(gr.Dropdown, presets, value=default_preset, label="ctl.preset", elem_id="step-preset")
     drafter = labels.make(gr.Dropdown, DRAFTER_NAMES, value=default_drafter, label="ctl.drafter",
                           info="ctl.drafter_info", elem_id="step-drafter")
@@ -95,12 +101,6 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
         seed = labels.make(gr.Number, 0, label="ctl.seed")
         max_new = labels.make(gr.Number, 48, label="ctl.max_new_tokens", elem_id="step-max-new")
     own_target, own_draft = own_model_fields(labels, "step", policy)
-    with gr.Row():
-        buttons = {"step": button(labels, "btn.step", "step-btn", variant="primary"),
-                   "play": button(labels, "btn.play", "play-btn"), "pause": button(labels, "btn.pause", "pause-btn")}
-    with gr.Row():
-        buttons.update(stop=button(labels, "btn.stop", "stop-btn", variant="stop"),
-                       reset=button(labels, "btn.reset", "reset-btn"))
     download = labels.make(gr.DownloadButton, label="btn.download", interactive=False, elem_id="step-download")
     settings = StepControls(prompt=prompt, preset=preset, drafter=drafter, k=k, width=width, temperature=temperature,
                             seed=seed, max_new_tokens=max_new, eagle_nodes=eagle_nodes, target=own_target,
@@ -161,8 +161,8 @@ class StepperHandlers:
         if record is not None and run.done:
             session.playing = False
             out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            session.points.append(measured_point(run.request.label(), run.result.steps, run.request.shape.depth,
-                                                 curve=session.curve_for(run.result.target) or run.curve()))
+            session.add_run(run.request.label(), run.result.steps, run.request.shape.depth, run.result.target,
+                            session.curve_for(run.result.target) or run.curve())
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):
@@ -189,6 +189,7 @@ class StepperHandlers:
                 yield from self.start(session, lang_value, values)
             else:
                 note = self.changed(session, lang_value, values)
+            lang_value = session.language(lang_value)  # switched while the step waited for its slot
             out = self.advance(session, lang_value)
             if note:
                 out[self.view.status] = f"{out[self.view.status]}<br>{note}"
@@ -202,14 +203,14 @@ class StepperHandlers:
             session.playing = True
             try:
                 while session.playing and not session.run.done:
-                    yield self.advance(session, lang_value)
+                    yield self.advance(session, session.language(lang_value))  # a switch mid-run shows at once
                     time.sleep(PLAY_DELAY_S)
             except GeneratorExit:  # Gradio closes the handler when its client goes away: stop decoding
                 session.run.stop()
                 raise
             finally:
                 session.playing = False
-        yield {self.view.status: self.view.render(session, lang_value)[self.view.status]}
+        yield {self.view.status: self.view.render(session, session.language(lang_value))[self.view.status]}
 
     def pause(self, lang_value, session):
         session = ensure(session)

@@ -44,13 +44,43 @@ def points_table(points: list[MeasuredPoint], lang: str) -> pd.DataFrame:
     return pd.DataFrame(data, columns=[t(c, lang) for c in POINT_COLUMNS])
 
 
-def readout(alpha: float, k: int, c: float, lang: str, curve: CostCurve | None = None) -> str:
+def readout(alpha: float, k: int, c: float, lang: str, curve: CostCurve | None = None,
+            point: MeasuredPoint | None = None) -> str:
+    """The model at the sliders, said to be the model's; below it, when there is one, the latest
+    measured run: its measured speedup (the table's number) and its measured τ beside the model's."""
     v = curve.v(k + 1) if curve is not None else 1.0
     tau = tokens_per_verify(alpha, k)
     speedup = wallclock_speedup(alpha, k, c, v)
     verdict = t("worth.faster" if speedup > 1 else "worth.slower", lang)
-    line = t("worth.readout", lang, alpha=alpha, k=k, c=c, n=k + 1, v=v, tau=tau, speedup=speedup, verdict=verdict)
-    return line if curve is not None else line + "<br>" + t("worth.no_curve", lang)
+    lines = [t("worth.readout", lang, alpha=alpha, k=k, c=c, n=k + 1, v=v, tau=tau, speedup=speedup, verdict=verdict)]
+    if curve is None:
+        lines.append(t("worth.no_curve", lang))
+    if point is not None:
+        lines.append(measured_line(point, lang))
+    return "<br>".join(lines)
+
+
+TAU_CLOSE = 0.05  # measured and modelled tau within 5%: no gap to explain
+
+
+def measured_line(point: MeasuredPoint, lang: str) -> str:
+    """The run's measured speedup (as the table shows it), or why it has none; its τ beside the
+    independent-α model's, and why they differ."""
+    speedup = _fmt(point.speedup, ".2f") + "×" if point.speedup is not None else t("worth.untimed", lang)
+    tau_model = tokens_per_verify(point.alpha, point.k)
+    words = [t("worth.measured_line", lang, label=point.label, speedup=speedup),
+             t("worth.tau_gap", lang, alpha=point.alpha, k=point.k, tau_model=tau_model, tau=point.tokens_per_verify)]
+    if point.tree:
+        words.append(t("worth.gap_tree", lang))
+    elif abs(point.tokens_per_verify - tau_model) > TAU_CLOSE * tau_model:
+        words.append(t("worth.gap_above" if point.tokens_per_verify > tau_model else "worth.gap_below", lang))
+    return " ".join(words)
+
+
+def missing_cost(points: list[MeasuredPoint], lang: str) -> str:
+    """Why some runs show no c and v, and how to get them."""
+    labels = list(dict.fromkeys(p.label for p in points if p.c is None))
+    return t("worth.no_cost", lang, labels=", ".join(labels)) if labels else ""
 
 
 def sliders(lang: str, alpha, k, c) -> tuple[float, int, float]:
@@ -73,7 +103,10 @@ class WorthView:
 
     def render(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
         curve = session.cost_curve
-        return {self.readout: readout(alpha, k, c, lang, curve),
+        last = session.points[-1] if session.points else None
+        text = readout(alpha, k, c, lang, curve, last)
+        missing = missing_cost(list(session.points), lang)
+        return {self.readout: text + ("<br>" + missing if missing else ""),
                 self.plot: worth_figure(alpha, k, c, session.points, lang, curve),
                 self.table: points_table(session.points, lang),
                 self.scaling: scaling_figure(scaling_result(), lang)}
