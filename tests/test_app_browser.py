@@ -103,6 +103,8 @@ def test_classroom_and_language_switch(page):
     assert "示意图" in page.inner_text("#lesson-caption")
     ledger = page.inner_text("#lesson-ledger")
     assert "次目标前向" in ledger and "和示意图不同" in ledger  # tiny writes poems, not 爱中国: the page says so
+    assert "一条 4 个 token 的链" in page.inner_text("#lesson-shape")  # tiny's drafter, in words
+    assert "起草了 4 个 token" in ledger
     page.fill("#lesson-prompt textarea", "我")  # a setting changed mid-run: the run goes on, the page asks for Reset
     page.click("#lesson-step")
     page.wait_for_function("document.querySelector('#lesson-status').innerText.includes('重置')")
@@ -114,10 +116,22 @@ def test_classroom_and_language_switch(page):
     assert not page.locator("#app-header").is_visible() and not page.locator("#lesson-notes").is_visible()
     page.locator("#lesson-frame").click()  # focus off the checkbox, as a teacher's click on the slide would
     page.keyboard.press("ArrowLeft")
-    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 2 / 4 幕')")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 2 / 5 幕')")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 4 幕')")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 5 幕')")
     shot(page, "classroom-presentation")
+    page.keyboard.press("ArrowRight")  # scene 4, "3 vs 1": the bars' numbers inside the figure, under its title
+    wait_for_plot(page, "lesson-figure", "p.data.length == 1 && p.data[0].y && p.data[0].y[0] == 3")
+    boxes = page.evaluate("""() => { const box = e => e.getBoundingClientRect();
+        return {svg: box(document.querySelector('#lesson-figure .main-svg')),
+                title: box(document.querySelector('#lesson-figure .gtitle')),
+                numbers: Array.from(document.querySelectorAll('#lesson-figure .bartext')).map(box)}; }""")
+    assert len(boxes["numbers"]) == 2
+    assert all(n["top"] >= boxes["title"]["bottom"] and n["bottom"] <= boxes["svg"]["bottom"] for n in boxes["numbers"])
+    page.keyboard.press("ArrowRight")  # scene 5: the same step inside vLLM
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 5 / 5 幕')")
+    assert "python -m core vllm compare" in page.inner_text("#lesson-caption")
+    shot(page, "classroom-vllm-scene")
     page.keyboard.press("Escape")
     page.wait_for_function("!document.body.classList.contains('sdl-present')")
 
@@ -189,8 +203,7 @@ def test_replay_steps_through_the_shipped_trace(page, tmp_path):
 
     bad = tmp_path / "not-a-trace.jsonl"
     bad.write_text("hello\n", encoding="utf-8")
-    page.click("#replay-upload button[aria-label='清除']")  # Gradio's own words are in the page's language
-    page.set_input_files("#replay-upload input[type=file]", str(bad))
+    page.set_input_files("#replay-upload input[type=file]", str(bad))  # a second file, no Clear pressed first
     page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
 
 
