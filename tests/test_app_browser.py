@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from app_driver import (browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step,
-                        step_auto, wait_for_plot)
+from app_driver import (VIEWPORT, browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language,
+                        step, step_auto, wait_for_plot)
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
 @pytest.fixture(scope="module")
 def page():
     ARTIFACTS.mkdir(exist_ok=True)
-    with running_app("tiny", log_path=ARTIFACTS / "app-browser.log") as url, browser_page() as browser_page_:
+    with running_app("tiny", timeout_s=300, log_path=ARTIFACTS / "app-browser.log") as url, browser_page() as browser_page_:
         open_app(browser_page_, url)
         yield browser_page_
 
@@ -233,3 +233,54 @@ def test_worth_it_marks_the_measured_runs(page):
     measured = [t for t in figure["data"] if t["name"] == "本会话实测"]
     assert len(measured[0]["x"]) == 4  # the four speculative runs of the comparison
     shot(page, "worth-it")
+
+
+PHONE = {"width": 390, "height": 844}
+SHOWN_TABS = ".tab-wrapper [role=tablist] button, .tab-wrapper .overflow-dropdown button"  # not Gradio's measuring copy
+TITLE_BOXES_JS = """id => { const box = e => { const r = e.getBoundingClientRect();
+        return {left: r.left, top: r.top, right: r.right, bottom: r.bottom, text: e.textContent}; };
+    const root = document.querySelector('#' + id);
+    return {titles: Array.from(root.querySelectorAll('.gtitle, .annotation-text')).map(box).filter(b => b.text.trim()),
+            legend: Array.from(root.querySelectorAll('.legend')).map(box)}; }"""
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[dict, dict]]:
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a["left"] < b["right"] - 0.5 and b["left"] < a["right"] - 0.5
+            and a["top"] < b["bottom"] - 0.5 and b["top"] < a["bottom"] - 0.5]
+
+
+def test_the_page_is_usable_on_a_phone(page):
+    """At 390 px: the title on one line (not broken inside a word), every tab on the page and inside
+    it, and in the live plots, the tree, and Worth it? no plot title overlapping another or a legend."""
+    page.set_viewport_size(PHONE)
+    try:
+        page.wait_for_timeout(800)
+        title_lines = page.evaluate("""() => { const range = document.createRange();
+            range.selectNodeContents(document.querySelector('#app-header h2'));
+            return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size; }""")
+        assert title_lines == 1
+        tabs = page.evaluate("""s => Array.from(document.querySelectorAll(s))
+            .map(b => [b.innerText.trim(), b.getBoundingClientRect().left, b.getBoundingClientRect().right,
+                       b.getBoundingClientRect().width]).filter(t => t[0])""", SHOWN_TABS)
+        assert {name for name, *_ in tabs} >= {"逐步演示", "比较草稿方法", "课堂：我爱中国", "值不值得？", "回放", "批大小",
+                                               "生产监控", "在服务引擎里"}
+        assert all(width > 0 and left >= 0 and right <= PHONE["width"] for _, left, right, width in tabs), tabs
+        page.click("#reset-btn")
+        step(page, 2)
+        for elem_id in ("step-live", "step-tree"):
+            boxes = page.evaluate(TITLE_BOXES_JS, elem_id)
+            assert len(boxes["titles"]) >= 1 and not overlapping(boxes["titles"]), (elem_id, boxes)
+            assert not overlapping(boxes["titles"] + boxes["legend"]), (elem_id, boxes)
+        page.locator(SHOWN_TABS, has_text="值不值得？").first.click()
+        wait_for_plot(page, "worth-plot", "p.data.length > 1")
+        boxes = page.evaluate(TITLE_BOXES_JS, "worth-plot")
+        assert len(boxes["titles"]) >= 2 and not overlapping(boxes["titles"]), boxes
+        slider = page.locator("#worth-alpha").bounding_box()  # the sliders one under another, not squeezed
+        assert slider["width"] >= PHONE["width"] * 0.7, slider
+        shot(page, "phone-worth-it")
+        page.locator(SHOWN_TABS, has_text="逐步演示").first.click()
+        shot(page, "phone-step-by-step")
+    finally:
+        page.set_viewport_size(VIEWPORT)
+        page.click("#reset-btn")
