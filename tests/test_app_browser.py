@@ -279,8 +279,7 @@ def test_the_page_is_usable_on_a_phone(page):
         slider = page.locator("#worth-alpha").bounding_box()  # the sliders one under another, not squeezed
         assert slider["width"] >= PHONE["width"] * 0.7, slider
         shot(page, "phone-worth-it")
-        page.locator(SHOWN_TABS, has_text="逐步演示").first.click()
-        shot(page, "phone-step-by-step")
     finally:
         page.set_viewport_size(VIEWPORT)
+        open_tab(page, "step")
         page.click("#reset-btn")
