@@ -132,6 +132,9 @@ def test_classroom_and_language_switch(page):
     page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 5 / 5 幕')")
     assert "python -m core vllm compare" in page.inner_text("#lesson-caption")
     shot(page, "classroom-vllm-scene")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")  # back to scene 3, whose caption the language switch below reads
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 5 幕')")
     page.keyboard.press("Escape")
     page.wait_for_function("!document.body.classList.contains('sdl-present')")
 
