@@ -59,15 +59,15 @@ TEXT: dict[str, tuple[str, str]] = {
                     "sglang:spec_accept_length): speculation is off there, or it is neither format"),
     "mon.verdict_idle": ("最近 {s:.0f} 秒没有草稿：推测解码闲着 · 运行 {r:.0f}，排队 {w:.0f}",
                          "No drafts in the last {s:.0f} s: speculation idle · running {r:.0f}, waiting {w:.0f}"),
-    "mon.verdict_pays": ("✅ 最近 {s:.0f} 秒推测解码划算：τ {tau:.2f} > 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
+    "mon.verdict_pays": ("最近 {s:.0f} 秒推测解码划算：τ {tau:.2f} > 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
                          " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}",
-                         "✅ Speculation pays in the last {s:.0f} s: τ {tau:.2f} > break-even {be:.2f} (draft cost "
+                         "Speculation pays in the last {s:.0f} s: τ {tau:.2f} > break-even {be:.2f} (draft cost "
                          "{cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running {r:.0f}, "
                          "waiting {w:.0f}"),
-    "mon.verdict_not": ("⚠️ 最近 {s:.0f} 秒推测解码不划算：τ {tau:.2f} ≤ 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
+    "mon.verdict_not": ("最近 {s:.0f} 秒推测解码不划算：τ {tau:.2f} ≤ 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
                         " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}：少草稿几个 token，"
                         "或在这种负载下关掉推测",
-                        "⚠️ Speculation does not pay in the last {s:.0f} s: τ {tau:.2f} ≤ break-even {be:.2f} (draft "
+                        "Speculation does not pay in the last {s:.0f} s: τ {tau:.2f} ≤ break-even {be:.2f} (draft "
                         "cost {cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running "
                         "{r:.0f}, waiting {w:.0f}: draft fewer tokens, or turn speculation off under this load"),
     "mon.measured": ("sdlab_ 实测", "measured from sdlab_ timings"),
@@ -497,13 +497,14 @@ TEXT: dict[str, tuple[str, str]] = {
     ),
     "class.part1": ("### 第 1 部分 · 文章里的例子（示意图）", "### Part 1 · The article's example (illustration)"),
     "class.part2": (
-        "### 第 2 部分 · 真实模型上的同一个例子\n默认的开头先引用文章的句子，再从“我”接着写；草稿每步猜 4 个 token"
-        "（贪心，温度 0）。老师可以换开头和草稿方法（比如只写“我”，看看真实模型会写什么）。"
+        "### 第 2 部分 · 真实模型上的同一个例子\n默认的开头让模型从“我”写起（贪心，温度 0）。草稿每步猜什么、猜几个，"
+        "由下面选的草稿方法决定（按钮下方一行会说明）。老师可以换开头和草稿方法（比如只写“我”，看看真实模型会写什么）。"
         "每按一次“单步”，就能看到目标模型实际接受了什么、修正了什么。这里的每个数字都来自引擎的记录。",
-        "### Part 2 · The same example on a real model\nThe default opening quotes the article's sentence, then "
-        "starts again from “我”; the draft guesses 4 tokens per step (greedy, temperature 0). A teacher can change "
-        "the opening and the drafter (try just “我” to see what a real model writes). Each Step shows what the "
-        "target really accepted and corrected. Every number here comes from the engine's records.",
+        "### Part 2 · The same example on a real model\nThe default opening lets the model write on from “我” "
+        "(greedy, temperature 0). What the draft guesses each step, and how many tokens, depends on the drafter "
+        "chosen below (the line under the buttons says). A teacher can change the opening and the drafter (try "
+        "just “我” to see what a real model writes). Each Step shows what the target really accepted and "
+        "corrected. Every number here comes from the engine's records.",
     ),
     "class.part3": ("### 第 3 部分 · 讲解", "### Part 3 · Explanations"),
     "class.ledger": ("到目前为止：**{tokens}** 个新 token 用了 **{forwards}** 次目标前向；目标模型单独生成要 "
@@ -578,6 +579,79 @@ TEXT: dict[str, tuple[str, str]] = {
         "needs 3 forwards for the same 爱中国. A miss is not wasted: the corrected token is one the target would "
         "have spent a forward on anyway. The EOS is left for the next step.",
     ),
+    # ---- issue 29 point 7: classroom shape line, serving scene, replay, serving view, monitor ----------
+    "class.shape_none": ("**none**：不起草，目标模型单独生成，每次前向 1 个 token（对照组）。",
+                         "**none**: no draft; the target alone, one token per forward (the baseline)."),
+    "class.shape_chain": ("**{drafter}**：草稿每步猜一条 {k} 个 token 的链，目标一次前向验证整条链。",
+                          "**{drafter}**: the draft guesses a chain of {k} tokens per step; one target forward "
+                          "checks the whole chain."),
+    "class.shape_ngram": ("**ngram**：不用模型，在已写出的文字里找和结尾相同的片段，把它后面的最多 {k} 个 token 抄来当猜测"
+                          "（找不到就不猜，这一步只得到目标自己的 1 个 token）。",
+                          "**ngram**: no model; it looks for the text's last few tokens earlier in the text and "
+                          "copies up to {k} tokens that followed them (no match, no guess: the step yields only "
+                          "the target's own token)."),
+    "class.shape_hybrid": ("**hybrid**：把 n-gram 抄来的最多 {k} 个 token 和 EAGLE-3 猜的 {k} 个 token 合成一棵树，"
+                           "两边猜得一样的部分只留一份：每步 {k} 到 {most} 个节点，目标一次前向验证整棵树。",
+                           "**hybrid**: n-gram lookup's chain (up to {k} tokens) and EAGLE-3's chain of {k} merged "
+                           "into one tree, kept once where both guess alike: {k} to {most} nodes per step, all "
+                           "checked by one target forward."),
+    "class.drafted": ("这次运行每个起草的步骤起草了 {low}–{high} 个 token（共 {steps} 步起草）。",
+                      "This run drafted {low}–{high} tokens in each step that drafted ({steps} such steps)."),
+    "class.drafted_one": ("这次运行每个起草的步骤起草了 {low} 个 token（共 {steps} 步起草）。",
+                          "This run drafted {low} tokens in each step that drafted ({steps} such steps)."),
+    "lesson.f4_title": ("在服务引擎（vLLM）里的同一步：一个请求的 KV 槽位", "The same step in a serving engine (vLLM): one "
+                        "request's KV slots"),
+    "lesson.stage1": ("① 草稿提出候选", "① draft proposes"),
+    "lesson.stage2": ("② 调度器预留槽位", "② scheduler reserves"),
+    "lesson.stage3": ("③ 一次验证 + 拒绝采样", "③ one verify + rejection"),
+    "lesson.stage4": ("④ 释放被拒绝的槽位", "④ rejected slots freed"),
+    "lesson.slot_axis": ("KV Cache 槽位（块表里的位置）", "KV-cache slot (position in the block table)"),
+    "lesson.slot_live": ("已提交的 token", "committed token"),
+    "lesson.slot_proposed": ("候选（还没有槽位）", "candidate (no slot yet)"),
+    "lesson.slot_reserved": ("为候选预留的槽位", "slot reserved for a candidate"),
+    "lesson.slot_accepted": ("接受：槽位保留", "accepted: slot kept"),
+    "lesson.slot_rejected": ("拒绝：槽位归还", "rejected: slot given back"),
+    "lesson.slot_not_reached": ("没轮到检查：槽位归还", "never checked: slot given back"),
+    "lesson.slot_correction": ("目标自己的 token（下一轮写入 KV）", "the target's own token (its K/V written next round)"),
+    "lesson.slot_free": ("空槽位", "free slot"),
+    "lesson.f4_caption": (
+        "**放进服务引擎：vLLM 怎样跑推测解码。** 真实的服务里同时有很多请求，vLLM 用连续批处理把它们排在一起。"
+        "一轮推测解码对每个请求做四件事（图里是其中一个请求）：① 草稿（EAGLE-3 头、小模型或 n-gram）提出几个候选 token；"
+        "② 调度器排这一轮的 batch 时，就在请求的块表里为这些候选多留出同样多的 KV Cache 槽位（PagedAttention 按块管理显存，"
+        "候选要先有地方写）；③ 目标模型只做**一次**前向，把 batch 里所有请求的候选一起打分，拒绝采样器逐个决定留还是不留，"
+        "在第一个被拒的位置换上目标自己的 token；④ 被接受的候选留住槽位，被拒绝和没轮到检查的候选把槽位还回去，"
+        "下一轮接着用。\n\n"
+        "文章提醒，难处在系统而不在算法：草稿的节奏要跟得上连续批处理，验证树形候选需要特殊的注意力 mask，"
+        "草稿和目标都占显存、都有 KV Cache，所以块表必须统一管理。这个实验室在小规模上做了同样的事："
+        "“服务引擎”页逐步画出连续批处理、每个请求的 mask 和两份 KV；`python -m core export --drafter eagle3 --format vllm DIR` "
+        "把训练好的 EAGLE-3 写成 vLLM 能直接加载的检查点；`python -m core vllm compare` 让同一批提示词分别在 vLLM "
+        "和本实验室里跑一遍，比较输出文本和推测解码计数是否一致。",
+        "**Inside a serving engine: how vLLM runs speculative decoding.** A real service has many requests at "
+        "once, and vLLM keeps them in one continuous batch. One round of speculation does four things for each "
+        "request (the picture follows one of them): ① the drafter (an EAGLE-3 head, a small model, or n-gram "
+        "lookup) proposes a few candidate tokens; ② while the scheduler builds this round's batch it reserves "
+        "as many extra KV-cache slots in the request's block table (PagedAttention hands out memory in blocks, "
+        "and the candidates need somewhere to write); ③ the target runs **one** forward that scores every "
+        "request's candidates together, and the rejection sampler decides for each candidate whether it stays, "
+        "putting the target's own token at the first refusal; ④ accepted candidates keep their slots, refused "
+        "and never-checked ones give theirs back for the next round.\n\n"
+        "The article's warning: the hard part is the system, not the algorithm. Drafting has to keep pace with "
+        "continuous batching, verifying a tree of candidates needs a special attention mask, and draft and "
+        "target both take memory and both keep a KV cache, so one block table has to manage it all. This lab "
+        "does the same on a small scale: the serving view draws the continuous batch, each request's mask and "
+        "both caches step by step; `python -m core export --drafter eagle3 --format vllm DIR` writes the trained EAGLE-3 as a "
+        "checkpoint vLLM loads as it is; `python -m core vllm compare` runs the same prompts through vLLM and "
+        "through the lab and checks that the texts and the speculation counters agree.",
+    ),
+    "replay.loaded": ("已载入 {name}；可以直接拖入下一个文件。", "Loaded {name}; drop the next file on the box at any time."),
+    "replay.example_of": ("已载入 {preset} 预设的示例 trace。", "Loaded the example trace of the {preset} preset."),
+    "replay.no_example": ("{preset} 没有随项目提供的示例 trace：载入的是 tiny 预设的示例。",
+                          "{preset} has no example trace shipped with the project: this is the tiny preset's."),
+    "serve.mask_done": ("（最后一步）", " (its last step)"),
+    "serve.mask_root_only": ("没有草稿：只验证根", "no draft: the root alone"),
+    "err.monitor_not_metrics": ("{url} 回答的不是 Prometheus 指标（第 {line} 行起就不是）：请填服务的 /metrics 地址",
+                                "{url} did not answer with Prometheus metrics (line {line} is not the text format): "
+                                "give the server's /metrics address"),
     # ---- replay --------------------------------------------------------------------------------
     "replay.intro": (
         "### 回放一个 trace\n上传 `python -m core generate ... --trace FILE` 或“下载 trace”按钮得到的 JSON lines 文件（"
@@ -750,10 +824,13 @@ TEXT: dict[str, tuple[str, str]] = {
                       "{tokens} 个 token，每次前向 {per:.2f} 个。",
                       "**4. Does throughput really rise at large batch sizes?** This batch (at most {batch} requests "
                       "at once) produced {tokens} tokens in {forwards} batched forwards, {per:.2f} per forward."),
-    "serve.q4_bench": ("项目在本机的批大小扫描里，{drafter} {where}（来源：{path}）。",
-                       "In the project's batch-size sweep on this machine, {drafter} {where} (source: {path})."),
-    "serve.q4_stops": ("从批大小 {batch} 起就不比基线快", "is no faster than the baseline from batch {batch} on"),
-    "serve.q4_pays": ("在测到的每个批大小上都比基线快", "beats the baseline at every batch size measured"),
+    "serve.q4_bench": ("项目在本机的批大小扫描里（标签“草稿:深度”；这一批 k = {k}）：{where}（来源：{path}）。",
+                       "In the project's batch-size sweep on this machine (labels are drafter:depth; this batch "
+                       "drafts k = {k}): {where} (source: {path})."),
+    "serve.q4_stops": ("{drafter} 从批大小 {batch} 起就不比基线快", "{drafter} is no faster than the baseline from "
+                       "batch {batch} on"),
+    "serve.q4_pays": ("{drafter} 在测到的每个批大小上都比基线快", "{drafter} beats the baseline at every batch size "
+                      "measured"),
     "serve.q4_unmeasured": ("{drafter} 在这个预设上还没有批大小扫描：到“批大小”页跑一次，或运行 "
                             "`python -m core bench --batch-sweep`。",
                             "{drafter} has no batch-size sweep on this preset yet: run one in Batch size, or "
@@ -782,9 +859,9 @@ TEXT: dict[str, tuple[str, str]] = {
     "serve.mask_accepted": ("被接受节点的行", "row of an accepted node"),
     "serve.mask_rejected": ("被拒绝节点的行", "row of a rejected node"),
     "serve.mask_not_reached": ("未检查节点的行", "row of a node not reached"),
-    "serve.kv_title": ("本步的 KV 块<br><sup>左：目标模型（整批共用一个池，占用 {used}/{total} 块）· 右：草稿模型（每个请求自己的缓存）</sup>",
+    "serve.kv_title": ("本步的 KV 块<br><sup>左：目标模型（整批共用一个池，占用 {used}/{total} 块）· 右：草稿模型（每个请求自己的缓存）· ↩ 本步归还的块</sup>",
                        "This step's KV blocks<br><sup>left: the target (one pool for the batch, {used}/{total} blocks "
-                       "in use) · right: the draft model (each request's own cache)</sup>"),
+                       "in use) · right: the draft model (each request's own cache) · ↩ a block returned this step</sup>"),
     "serve.kv_target": ("#{request} 目标：{blocks} 块 · 本步归还 {freed}", "#{request} target: {blocks} blocks · "
                         "{freed} returned"),
     "serve.kv_left": (" · 请求结束，{blocks} 块全还", " · done, all {blocks} back"),

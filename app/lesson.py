@@ -14,9 +14,12 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from core.drafters.draft_model import DraftModelDrafter
+from core.drafters.hybrid import HybridDrafter
+from core.drafters.ngram import NgramDrafter
+from core.drafters.none import NoDrafter
 from core.records.steps import NodeRecord, StepRecord, TokenRecord
 
-from .figures.lesson import forwards_bar, forwards_figure
+from .figures.lesson import forwards_bar, forwards_figure, serving_figure, serving_stages
 from .figures.tree import TreeDrawing, draw_tree
 from .i18n import t
 
@@ -24,13 +27,16 @@ LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
 SEQUENCE = ["我", "爱", "中", "国", "EOS"]
 ARTICLE_GUESS = ["爱", "中", "国", "EOS"]
 WRONG_THIRD = "华"  # a stand-in for the third guess the article supposes is wrong (it names none)
-# The live part's default: the article's sentence quoted, then its first character. Gemma 3 270M
-# continues it with 爱中国, and the quote gives the n-gram and learned drafters something to get
-# right, so its first steps accept several tokens at once. (The tiny pair, trained on poems, writes
-# something else: the page then says why the run differs from the illustration.)
-LIVE_PROMPT = "“我爱中国”这句话的意思是：我"
+MISSED_GUESS = ARTICLE_GUESS[:2] + [WRONG_THIRD] + ARTICLE_GUESS[3:]  # what the draft guessed, as drawn
+# The live part's default: a request to translate "I love China", ending in 我. Gemma 3 270M writes
+# 爱中国 next, as the illustration supposes, and then goes on (it does not loop the way a quoted
+# “我爱中国” made it: 爱中国，我爱中国，…, where every guess is right and nothing is learnt); the
+# English in the prompt is what n-gram lookup (and hybrid's n-gram branch) copies when Gemma quotes
+# it, so the run shows both a step where the draft pays and steps where it misses. (The tiny pair,
+# trained on poems, writes something else: the page then says why the run differs.)
+LIVE_PROMPT = "把“I love China”翻译成中文：我"
 ILLUSTRATED = "".join(SEQUENCE[1:4])  # what the illustration says comes after 我
-FRAMES = 4
+FRAMES = 5  # the article's four moments, then the same step inside a serving engine (vLLM)
 
 
 def _chain(tokens: list[str], statuses: list[str]) -> list[NodeRecord]:
@@ -50,12 +56,13 @@ def frame_figure(frame: int, lang: str) -> go.Figure:
         nodes = _chain(ARTICLE_GUESS, ["proposed"] * 4)
         return draw_tree(TreeDrawing(root, nodes), lang, t("lesson.f1_title", lang), show_probs=False)
     if frame == 2:
-        guess = ARTICLE_GUESS[:2] + [WRONG_THIRD] + ARTICLE_GUESS[3:]
-        nodes = _chain(guess, ["accepted", "accepted", "rejected", "not_reached"])
+        nodes = _chain(MISSED_GUESS, ["accepted", "accepted", "rejected", "not_reached"])
         correction = TokenRecord(token=-1, text=SEQUENCE[3], kind="correction")
         return draw_tree(TreeDrawing(root, nodes, correction), lang, t("lesson.f2_title", lang), show_probs=False)
-    return forwards_bar([t("lesson.bar_alone", lang), t("lesson.bar_spec", lang)], [3, 1], lang,
-                        t("lesson.f3_title", lang))
+    if frame == 3:
+        return forwards_bar([t("lesson.bar_alone", lang), t("lesson.bar_spec", lang)], [3, 1], lang,
+                            t("lesson.f3_title", lang))
+    return serving_figure(serving_stages([SEQUENCE[0]], MISSED_GUESS, accepted=2, correction=SEQUENCE[3]), lang)
 
 
 def frame_caption(frame: int, lang: str) -> str:
@@ -76,10 +83,35 @@ def live_note(records: list[StepRecord], lang: str) -> str:
                        made=best.accepted_length + 1))
     else:
         lines.append(t("class.none_accepted", lang))
+    if drafted := drafted_range(records, lang):
+        lines.append(drafted)
     written = "".join(token.text for r in records for token in r.emitted).strip()
     if written and not (ILLUSTRATED.startswith(written) or written.startswith(ILLUSTRATED)):
         lines.append(t("class.differs", lang, text=written[:24], expected=ILLUSTRATED))
     return "\n\n".join(lines)
+
+
+def drafting_sentence(drafter: str, k: int, lang: str) -> str:
+    """What ``drafter`` drafts per step at depth ``k`` in the live run, in words (Part 2's shape line):
+    a chain of k for the model drafters, up to k copied tokens for n-gram lookup, and for hybrid a
+    tree of k to 2k nodes (its n-gram chain and EAGLE-3's chain merged, shared prefixes kept once)."""
+    if drafter == NoDrafter.name:
+        return t("class.shape_none", lang)
+    if drafter == NgramDrafter.name:
+        return t("class.shape_ngram", lang, k=k)
+    if drafter == HybridDrafter.name:
+        return t("class.shape_hybrid", lang, k=k, most=2 * k)
+    return t("class.shape_chain", lang, drafter=drafter, k=k)
+
+
+def drafted_range(records: list[StepRecord], lang: str) -> str:
+    """How many tokens the run really drafted per drafting step ("" before any drafted)."""
+    sizes = [len(r.nodes) for r in records if r.nodes]
+    if not sizes:
+        return ""
+    if min(sizes) == max(sizes):
+        return t("class.drafted_one", lang, low=sizes[0], steps=len(sizes))
+    return t("class.drafted", lang, low=min(sizes), high=max(sizes), steps=len(sizes))
 
 
 @lru_cache(maxsize=None)

@@ -64,7 +64,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
             with labels.make(gr.Tab, label="tab.worth", id="worth", elem_id="tab-worth") as worth_tab:
                 worth_view = worth.build(labels, state, lang_radio, worth_tab)
             with labels.make(gr.Tab, label="tab.replay", id="replay", elem_id="tab-replay"):
-                replay_view = replay.build(labels, state, lang_radio)
+                replay_view = replay.build(labels, state, lang_radio, default_preset)
             with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
                 batch_view = batch.build(page)
             with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from app_driver import (browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language, step,
-                        step_auto, wait_for_plot)
+from app_driver import (VIEWPORT, browser_page, missing_browser, open_app, open_tab, plot, run_compare, set_language,
+                        step, step_auto, wait_for_plot)
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
 @pytest.fixture(scope="module")
 def page():
     ARTIFACTS.mkdir(exist_ok=True)
-    with running_app("tiny", log_path=ARTIFACTS / "app-browser.log") as url, browser_page() as browser_page_:
+    with running_app("tiny", timeout_s=300, log_path=ARTIFACTS / "app-browser.log") as url, browser_page() as browser_page_:
         open_app(browser_page_, url)
         yield browser_page_
 
@@ -130,6 +130,8 @@ def test_classroom_and_language_switch(page):
     assert "示意图" in page.inner_text("#lesson-caption")
     ledger = page.inner_text("#lesson-ledger")
     assert "次目标前向" in ledger and "和示意图不同" in ledger  # tiny writes poems, not 爱中国: the page says so
+    assert "一条 4 个 token 的链" in page.inner_text("#lesson-shape")  # tiny's drafter, in words
+    assert "起草了 4 个 token" in ledger
     page.fill("#lesson-prompt textarea", "我")  # a setting changed mid-run: the run goes on, the page asks for Reset
     page.click("#lesson-step")
     page.wait_for_function("document.querySelector('#lesson-status').innerText.includes('重置')")
@@ -141,10 +143,25 @@ def test_classroom_and_language_switch(page):
     assert not page.locator("#app-header").is_visible() and not page.locator("#lesson-notes").is_visible()
     page.locator("#lesson-frame").click()  # focus off the checkbox, as a teacher's click on the slide would
     page.keyboard.press("ArrowLeft")
-    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 2 / 4 幕')")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 2 / 5 幕')")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 4 幕')")
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 5 幕')")
     shot(page, "classroom-presentation")
+    page.keyboard.press("ArrowRight")  # scene 4, "3 vs 1": the bars' numbers inside the figure, under its title
+    wait_for_plot(page, "lesson-figure", "p.data.length == 1 && p.data[0].y && p.data[0].y[0] == 3")
+    boxes = page.evaluate("""() => { const box = e => e.getBoundingClientRect();
+        return {svg: box(document.querySelector('#lesson-figure .main-svg')),
+                title: box(document.querySelector('#lesson-figure .gtitle')),
+                numbers: Array.from(document.querySelectorAll('#lesson-figure .bartext')).map(box)}; }""")
+    assert len(boxes["numbers"]) == 2
+    assert all(n["top"] >= boxes["title"]["bottom"] and n["bottom"] <= boxes["svg"]["bottom"] for n in boxes["numbers"])
+    page.keyboard.press("ArrowRight")  # scene 5: the same step inside vLLM
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 5 / 5 幕')")
+    assert "python -m core vllm compare" in page.inner_text("#lesson-caption")
+    shot(page, "classroom-vllm-scene")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")  # back to scene 3, whose caption the language switch below reads
+    page.wait_for_function("document.querySelector('#lesson-frame').innerText.includes('第 3 / 5 幕')")
     page.keyboard.press("Escape")
     page.wait_for_function("!document.body.classList.contains('sdl-present')")
 
@@ -216,8 +233,7 @@ def test_replay_steps_through_the_shipped_trace(page, tmp_path):
 
     bad = tmp_path / "not-a-trace.jsonl"
     bad.write_text("hello\n", encoding="utf-8")
-    page.click("#replay-upload button[aria-label='清除']")  # Gradio's own words are in the page's language
-    page.set_input_files("#replay-upload input[type=file]", str(bad))
+    page.set_input_files("#replay-upload input[type=file]", str(bad))  # a second file, no Clear pressed first
     page.wait_for_function("document.querySelector('#replay-status').innerText.includes('not JSON')")
 
 
@@ -250,3 +266,55 @@ def test_worth_it_marks_the_measured_runs(page):
     text = page.inner_text("#worth-readout")  # which number is the model's and which the run's
     assert text.startswith("模型") and "实测（本会话最近的运行 ngram · tree 2x2）" in text and "模型预测每次前向 τ" in text
     shot(page, "worth-it")
+
+
+PHONE = {"width": 390, "height": 844}
+SHOWN_TABS = ".tab-wrapper [role=tablist] button, .tab-wrapper .overflow-dropdown button"  # not Gradio's measuring copy
+TITLE_BOXES_JS = """id => { const box = e => { const r = e.getBoundingClientRect();
+        return {left: r.left, top: r.top, right: r.right, bottom: r.bottom, text: e.textContent}; };
+    const root = document.querySelector('#' + id);
+    return {titles: Array.from(root.querySelectorAll('.gtitle, .annotation-text')).map(box).filter(b => b.text.trim()),
+            legend: Array.from(root.querySelectorAll('.legend')).map(box)}; }"""
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[dict, dict]]:
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a["left"] < b["right"] - 0.5 and b["left"] < a["right"] - 0.5
+            and a["top"] < b["bottom"] - 0.5 and b["top"] < a["bottom"] - 0.5]
+
+
+def test_the_page_is_usable_on_a_phone(page):
+    """At 390 px: the title on one line (not broken inside a word), every tab on the page and inside
+    it, and in the live plots, the tree, and Worth it? no plot title overlapping another or a legend."""
+    page.set_viewport_size(PHONE)
+    try:
+        page.wait_for_timeout(800)
+        title_lines = page.evaluate("""() => { const range = document.createRange();
+            range.selectNodeContents(document.querySelector('#app-header h2'));
+            return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size; }""")
+        assert title_lines == 1
+        tabs = page.evaluate("""s => Array.from(document.querySelectorAll(s))
+            .map(b => [b.innerText.trim(), b.getBoundingClientRect().left, b.getBoundingClientRect().right,
+                       b.getBoundingClientRect().width]).filter(t => t[0])""", SHOWN_TABS)
+        assert {name for name, *_ in tabs} >= {"逐步演示", "比较草稿方法", "课堂：我爱中国", "值不值得？", "回放", "批大小",
+                                               "生产监控", "在服务引擎里"}
+        assert all(width > 0 and left >= 0 and right <= PHONE["width"] for _, left, right, width in tabs), tabs
+        page.locator(SHOWN_TABS, has_text="逐步演示").first.click()  # reachable from the phone's tab rows
+        page.wait_for_timeout(300)
+        page.click("#reset-btn")
+        step(page, 2)
+        for elem_id in ("step-live", "step-tree"):
+            boxes = page.evaluate(TITLE_BOXES_JS, elem_id)
+            assert len(boxes["titles"]) >= 1 and not overlapping(boxes["titles"]), (elem_id, boxes)
+            assert not overlapping(boxes["titles"] + boxes["legend"]), (elem_id, boxes)
+        page.locator(SHOWN_TABS, has_text="值不值得？").first.click()
+        wait_for_plot(page, "worth-plot", "p.data.length > 1")
+        boxes = page.evaluate(TITLE_BOXES_JS, "worth-plot")
+        assert len(boxes["titles"]) >= 2 and not overlapping(boxes["titles"]), boxes
+        slider = page.locator("#worth-alpha").bounding_box()  # the sliders one under another, not squeezed
+        assert slider["width"] >= PHONE["width"] * 0.7, slider
+        shot(page, "phone-worth-it")
+    finally:
+        page.set_viewport_size(VIEWPORT)
+        open_tab(page, "step")
+        page.click("#reset-btn")

@@ -13,7 +13,7 @@ from app_server import TINY_MISSING, TINY_READY
 from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_figure, pool_figure, tree_figure,
                          worth_figure)
 from app.i18n import TEXT, t
-from app.render import step_sentence, summary_markdown, text_html
+from app.render import markdown_text, step_sentence, summary_markdown, text_html
 from app.series import run_series
 from app.session import Run, comparison_points, measured_point
 from app.views.compare import flag_lines
@@ -431,6 +431,28 @@ def test_example_trace_is_a_real_tiny_run():
     assert tree_figure(trace.steps[-1], "zh").data
 
 
+def test_the_example_button_loads_the_trace_of_the_apps_preset(tmp_path):
+    """Replay's "Load the example trace" on the Gemma app loads the Gemma trace (it loaded tiny's); a
+    preset with none says so; an uploaded file leaves the box empty for the next one (no Clear first)."""
+    from app.session import Session
+    from app.views.panels import StepPanels
+    from app.views.replay import EXAMPLE_TRACES, ReplayView, handlers
+
+    state, status, upload = object(), object(), object()
+    view = ReplayView(StepPanels(*(object() for _ in range(6))), status, object(), object(), object())
+    for preset, path in EXAMPLE_TRACES.items():
+        assert read_trace(path).header["preset"] == preset
+        out = handlers(view, state, upload, preset)["example"]("en", Session())
+        assert out[state].replay.header["preset"] == preset and f"example trace of the {markdown_text(preset)}" in out[status]
+    out = handlers(view, state, upload, "my/own-model")["example"]("en", Session())
+    assert out[state].replay.header["preset"] == "tiny" and "own\\-model has no example trace" in out[status]
+    on_upload = handlers(view, state, upload, "tiny")["upload"]
+    session = Session()
+    for path in (EXAMPLE_TRACES["gemma-270m"], EXAMPLE_TRACE):  # a second file, straight after the first
+        out = on_upload("en", session, str(path))
+        assert out[upload] is None and out[state].replay.header["prompt"] == read_trace(path).header["prompt"]
+
+
 def test_stopping_a_run_returns_its_kv_blocks():
     from app.controls import StepControls, run_request
     from app.session import Run, Session
@@ -559,6 +581,67 @@ def test_lesson_frames_tell_the_article_example():
         text = lesson_text(lang)
         for word in ("Medusa", "EAGLE", "EAGLE-3", "memory-bound", "compute-bound", "1.38"):
             assert word in text, (lang, word)
+
+
+def test_the_scene_4_bars_keep_their_numbers_inside_the_figure():
+    """Presentation scene 4 ("3 vs 1"): plotly's own range ends at the tallest bar and cut its label."""
+    from app.lesson import frame_figure
+
+    fig = frame_figure(3, "zh")
+    [bars] = fig.data
+    assert list(bars.y) == [3, 1] and bars.cliponaxis is False
+    assert fig.layout.yaxis.range[1] >= 3 * 1.2  # room above the 3 for its label
+
+
+def test_the_vllm_scene_follows_one_request_through_a_serving_step():
+    """Scene 5: the draft proposes, the scheduler reserves a slot per candidate, one verify and the
+    rejection sampler judge them, the refused slots are given back; the caption names the lab's bridge."""
+    from app.figures.lesson import serving_stages
+    from app.lesson import FRAMES, MISSED_GUESS, frame_caption, frame_figure
+
+    proposed, reserved, judged, after = serving_stages(["我"], MISSED_GUESS, accepted=2, correction="国")
+    states = lambda row: [slot.state for slot in row]  # noqa: E731
+    assert states(proposed)[:5] == ["live"] + ["proposed"] * 4 and states(reserved)[1:5] == ["reserved"] * 4
+    assert states(judged)[1:5] == ["accepted", "accepted", "rejected", "not_reached"]
+    assert [s.text for s in after if s.state != "free"] == ["我", "爱", "中", "国"]
+    assert states(after)[1:] == ["live", "live", "correction", "free", "free", "free"]  # 2 slots given back
+    fig = frame_figure(FRAMES - 1, "en")
+    assert list(fig.layout.yaxis.ticktext) == ["① draft proposes", "② scheduler reserves",
+                                               "③ one verify + rejection", "④ rejected slots freed"]
+    for lang, words in (("en", ("vLLM", "scheduler", "rejection sampler", "one** forward")),
+                        ("zh", ("vLLM", "调度器", "拒绝采样器", "**一次**前向"))):
+        caption = frame_caption(FRAMES - 1, lang)
+        assert all(word in caption for word in words), lang
+        assert "python -m core vllm compare" in caption and "--format vllm" in caption
+
+
+def test_part_2_says_what_the_chosen_drafter_really_drafts():
+    """The shape line under the live run's buttons, checked against real runs at the classroom's k."""
+    from app.lesson import drafted_range, drafting_sentence
+    from app.views.classroom import LIVE_K
+
+    options = dict(preset="tiny", k=LIVE_K, max_new_tokens=12)
+    hybrid = [len(s.nodes) for s in generate("我爱", drafter="hybrid", **options).steps if s.nodes]
+    chain = [len(s.nodes) for s in generate("我爱", drafter="draft", **options).steps if s.nodes]
+    assert LIVE_K <= min(hybrid) and max(hybrid) <= 2 * LIVE_K and max(hybrid) > LIVE_K  # a tree, not 4 tokens
+    assert f"{LIVE_K} to {2 * LIVE_K} nodes" in drafting_sentence("hybrid", LIVE_K, "en")
+    assert max(chain) == LIVE_K and f"chain of {LIVE_K} tokens" in drafting_sentence("draft", LIVE_K, "en")
+    assert "不起草" in drafting_sentence("none", LIVE_K, "zh") and "up to 4" in drafting_sentence("ngram", 4, "en")
+    steps = generate("我爱", drafter="hybrid", **options).steps
+    assert f"drafted {min(hybrid)}–{max(hybrid)} tokens" in drafted_range(steps, "en")
+    assert "4 个 token" not in t("class.part2", "zh") and "4 tokens" not in t("class.part2", "en")
+
+
+def test_the_lesson_names_the_live_plot_it_points_at():
+    """The lesson said "the curve at the bottom right" of a plot drawn at the left: it names the panel."""
+    from app.figures.live import live_figure
+    from app.lesson import lesson_text
+
+    for lang in ("zh", "en"):
+        titles = [a.text for a in live_figure([], lang).layout.annotations]
+        assert titles[0] == t("live.acceptance", lang)
+        assert f"“{titles[0]}”" in lesson_text(lang) and f"“{t('panel.live', lang)}”" in lesson_text(lang)
+    assert "右下" not in lesson_text("zh") and "bottom right" not in lesson_text("en")
 
 
 def test_the_scaling_figure_draws_each_share_of_the_data_in_its_drafters_colour():

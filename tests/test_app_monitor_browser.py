@@ -37,3 +37,20 @@ def test_monitor_shows_the_engines_tau_and_per_position_acceptance():
         bars = next(trace for trace in plot(page, "mon-plot")["data"] if trace["color"] == ACCEPTED)
         assert bars["x"] == [1, 2, 3]
         assert bars["y"] == pytest.approx(engine.per_position_acceptance)
+        assert "✅" not in page.inner_text("#mon-verdict")
+        mark = page.evaluate("""() => { const m = document.createElement('span');  // the verdict's mark, drawn by CSS
+            m.className = 'sdl-mark sdl-mark-yes'; document.querySelector('#mon-verdict').appendChild(m);
+            const r = m.getBoundingClientRect(), tick = getComputedStyle(m, '::after');
+            const out = [r.width, getComputedStyle(m).backgroundColor, tick.borderRightWidth]; m.remove(); return out; }""")
+        assert mark[0] > 8 and mark[1] == "rgb(46, 158, 68)" and float(mark[2].rstrip("px")) > 0
+
+        # an address that is no /metrics (the app's own /config, JSON): one line in the page's language,
+        # and the last endpoint's plot and verdict are gone
+        page.fill("#mon-url input, #mon-url textarea", url + "config")
+        page.click("#mon-start")
+        page.wait_for_function("() => document.querySelector('#mon-status').innerText.includes('不是 Prometheus 指标')")
+        status = page.inner_text("#mon-status").strip()
+        assert "\n" not in status and "{" not in status and url + "config" in status
+        assert page.inner_text("#mon-verdict").strip() == "" and page.inner_text("#mon-summary").strip() == ""
+        page.wait_for_function("""() => { const d = document.querySelector('#mon-plot .js-plotly-plot');
+                                          return d && !d.data.some(t => t.type === 'bar'); }""")

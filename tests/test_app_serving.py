@@ -94,6 +94,22 @@ def test_kv_grids_are_the_engines_blocks_for_target_and_draft(served):
     assert freed_any  # some step returned a block of a rejected path
 
 
+def test_a_mask_with_nothing_drafted_is_readable(served):
+    """A request's last step often drafts nothing: its mask is the root row alone, which was a black
+    box. The root's row is a mid tone, the box says why it is one row, the title that it is the last step."""
+    from app.figures.serving import MASK_ROOT
+
+    red, green, blue = (int(MASK_ROOT[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    assert 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.25  # not near-black
+    bare = [s for s in served.steps if any(not r.nodes for r in s.records.values())]
+    ending = [s for s in served.steps if set(s.left) & set(s.records)]
+    assert bare and ending
+    for step in bare + ending:
+        texts = [a.text for a in masks_figure(step, "en").layout.annotations]
+        assert texts.count("no draft: the root alone") == sum(not r.nodes for r in step.records.values())
+        assert sum(text.endswith("(its last step)") for text in texts) == len(set(step.left) & set(step.records))
+
+
 def test_status_and_questions_quote_the_engines_numbers(served):
     status = status_markdown(served, "en")
     assert "0 blocks in use after the run" in status and "returned" in status
@@ -102,6 +118,24 @@ def test_status_and_questions_quote_the_engines_numbers(served):
     assert f"τ = {pooled.tau:.2f}" in text and f"{pooled.draft_cost:.2f}" in text
     assert "docs/benchmarks/tiny-cpu/bench.json" in text
     assert f"{served.batch.pool.pool.peak_in_use} blocks" in text
+
+
+def test_q4_finds_the_shipped_sweep_whatever_its_labels():
+    """The shipped Gemma sweep labels its drafters with their shape ("eagle3:4", "hybrid:auto"), and
+    lives in gemma-cpu-batch/ (gemma-cpu/bench.json has no sweep): Q4 finds it for every drafter in it."""
+    import json
+
+    from app.views.batch import EXAMPLE_RESULTS
+    from app.views.serving import sweep_entries
+
+    crossover = json.loads(EXAMPLE_RESULTS["gemma-270m"].read_text())["batch_crossover"]
+    assert sweep_entries(crossover, "eagle3", 4) == [("eagle3:4", crossover["eagle3:4"])]
+    assert sweep_entries(crossover, "hybrid", 3) == [("hybrid:auto", crossover["hybrid:auto"])]
+    assert sweep_entries(crossover, "ngram", 3) == [("ngram", None)]
+    assert sweep_entries(crossover, "eagle", 4) == []
+    both = {"draft": 4, "draft:2": 2, "draft:3": 8}
+    assert sweep_entries(both, "draft", 3) == [("draft:3", 8), ("draft", 4), ("draft:2", 2)]
+    assert sweep_entries({"draft-xs": 2}, "draft", 3) == []  # another drafter whose name starts alike
 
 
 def test_a_reset_mid_batch_returns_every_block():

@@ -128,3 +128,22 @@ def test_gemma_context_is_capped_at_its_sliding_window(gemma_target):
     assert gemma_target.context_length == 512
     with pytest.raises(UserError, match="usable context is 512 tokens"):
         build_decoder(DecodeRequest.of("word " * 500, "gemma-270m", "none", max_new_tokens=64, device="cpu"))
+
+
+def test_the_classroom_opening_writes_the_illustrations_words_and_does_not_loop():
+    """The classroom's live run on Gemma (its default drafter, the classroom's k, 16 tokens): 爱中国
+    first, as the illustration says, then no phrase over and over (a quoted “我爱中国” made Gemma
+    write 爱中国，我爱中国，我爱中国，…), with a step where the draft pays and one where it misses."""
+    import re
+
+    from app.lesson import ILLUSTRATED, LIVE_PROMPT
+    from app.views.classroom import LIVE_K, LIVE_MAX_NEW_TOKENS
+    from core import generate
+    from core.models.loading import resolve_preset
+
+    drafter = resolve_preset("gemma-270m").default_drafter
+    result = generate(LIVE_PROMPT, preset="gemma-270m", drafter=drafter, k=LIVE_K, max_new_tokens=LIVE_MAX_NEW_TOKENS)
+    assert result.text.startswith(ILLUSTRATED), result.text
+    assert not re.search(r"(.{3,}?)\1\1", result.text), result.text  # no phrase three times in a row
+    accepted = [step.accepted_length for step in result.steps if step.nodes]
+    assert max(accepted) >= 3 and min(accepted) == 0, accepted

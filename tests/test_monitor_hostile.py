@@ -162,3 +162,25 @@ def test_nothing_fetched_is_echoed_by_the_parser():
         assert "hunter2" not in str(caught.value) and str(caught.value).startswith("line 1")
     with pytest.raises(UserError, match="must be a finite number"):
         parse("vllm:num_requests_running -3\n", t=0)
+
+
+def gradio_config(conn, stop):
+    conn.sendall(ok(b'{"version":"6.31.0","mode":"blocks","components":[{"id":1,"type":"state"}]}'))
+
+
+@pytest.mark.parametrize("lang, said", [("zh", "回答的不是 Prometheus 指标（第 1 行起就不是）"),
+                                        ("en", "did not answer with Prometheus metrics (line 1 is not")])
+def test_a_json_page_such_as_gradios_config_gets_one_line_in_the_pages_language(lang, said):
+    """The monitor pointed at the app's /config (JSON, not metrics): one line in the page's language
+    naming the address, quoting nothing of the reply."""
+    from app.views.monitor import MonitorPolicy, read
+
+    server = Hostile(gradio_config)
+    try:
+        with pytest.raises(UserError) as caught:
+            read(server.url, MonitorPolicy(), lang)
+    finally:
+        server.close()
+    message = str(caught.value)
+    assert said in message and server.url in message
+    assert "\n" not in message and "{" not in message and "version" not in message

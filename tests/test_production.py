@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core import DecodeRequest, UserError, build_decoder
 from core.records.metrics import tally
-from core.serving.monitor import RemoteTarget, Scrape, Watch, checked_target, fetch, parse, verdict, window
+from core.serving.monitor import (RemoteTarget, Scrape, Watch, checked_target, drafted_positions, fetch, parse, verdict,
+                                  window)
 from core.serving.prometheus import LabMetrics
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -103,6 +104,42 @@ def test_a_vllm_sample_parses_into_windows_and_figures():
     tau_trace = next(trace for trace in fig.data if trace.name == "τ")
     assert list(tau_trace.y) == pytest.approx([2.8])
     assert (fig.layout.yaxis4.tickformat, fig.layout.yaxis4.dtick) == ("d", 1)  # requests: 9 running, no 8.5
+
+
+def test_a_window_shows_only_the_positions_it_drafted_at():
+    """The counter keeps every position label it ever saw: after a k = 8 run, a k = 4 run's windows
+    showed positions 5-8 as zeros. A window reads up to its mean draft length or its last acceptance."""
+    from app.figures import monitor_figure
+
+    old = (50.0, 40.0, 30.0, 20.0, 10.0, 5.0, 2.0, 1.0)  # an earlier k = 8 run
+    before = Scrape(t=0, drafts=100, draft_tokens=800, accepted_tokens=158, accepted_per_position=old)
+    now = (9.0, 6.0, 3.0, 0.0)  # ten k = 4 drafts since; nothing accepted at position 4
+    after = Scrape(t=2, drafts=110, draft_tokens=840, accepted_tokens=176,
+                   accepted_per_position=tuple(a + b for a, b in zip(old, now)) + old[4:])
+    w = window(before, after)
+    assert w.totals.accepted_per_position == [9, 6, 3, 0] and w.per_position == pytest.approx([0.9, 0.6, 0.3, 0.0])
+    watch = Watch(url="http://127.0.0.1:7860/metrics", first=before, last=before)
+    watch.add(after)
+    bars = next(trace for trace in monitor_figure(watch, "en").data if trace.type == "bar")
+    assert list(bars.x) == [1, 2, 3, 4]
+    assert drafted_positions(0, 0, [0, 0]) == 0  # nothing drafted, no positions
+    assert drafted_positions(10, 15, [7, 2, 1, 0]) == 3  # a tree or a cut draft: its deepest acceptance
+
+
+def test_the_verdict_mark_is_drawn_by_the_page_not_an_emoji():
+    """✅ rendered as a box on a machine without an emoji font: the verdict starts with a CSS mark."""
+    from app.views.monitor import verdict_line
+
+    before = parse((DATA / "vllm_metrics_t0.txt").read_text(), t=100.0)
+    watch = Watch(url="http://127.0.0.1:8000/metrics", first=before, last=before)
+    watch.add(parse((DATA / "vllm_metrics_t1.txt").read_text(), t=110.0))
+    for cost, mark in ((0.3, "sdl-mark-yes"), (2.0, "sdl-mark-no")):
+        for lang in ("zh", "en"):
+            line = verdict_line(watch, cost, lang)
+            assert line.startswith(f'<span class="sdl-mark {mark}"></span>')
+            assert not any(0x2600 <= ord(c) <= 0x27BF or ord(c) >= 0x1F000 or c == "\ufe0f" for c in line), line
+    css = (Path(__file__).resolve().parent.parent / "app" / "page.css").read_text()
+    assert ".sdl-mark-yes::after" in css and ".sdl-mark-no::after" in css
 
 
 def test_a_counter_reset_counts_from_zero():

@@ -24,7 +24,15 @@ from .style import finish, whole_ticks
 
 TOKEN_KINDS = ("accepted", "correction", "bonus", "target")
 MASK_KINDS = ("blocked", "root", "accepted", "rejected", "not_reached")  # z value = index
-MASK_COLORS = ["#f4f4f4", COLORS["root"], COLORS["accepted"], COLORS["rejected"], COLORS["not_reached"]]
+# the root's row in a mid slate, not the near-black root colour of the trees: a request with nothing
+# drafted (its last step) has a mask of the root row alone, which then read as a black box
+MASK_ROOT = "#7d8da3"
+MASK_COLORS = ["#f4f4f4", MASK_ROOT, COLORS["accepted"], COLORS["rejected"], COLORS["not_reached"]]
+MAX_LABEL = 8  # characters of a token in a mask's tick label (the hover has it whole)
+
+
+def short(label: str) -> str:
+    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
 
 
 def request_label(i: int, prompt: str) -> str:
@@ -109,6 +117,12 @@ def mask_matrix(record: StepRecord) -> tuple[list[list[int]], list[str]]:
     return z, labels
 
 
+def _mask_title(step: BatchStep, i: int, lang: str) -> str:
+    title = t("serve.mask_sub", lang, request=i + 1, rows=1 + len(step.records[i].nodes), padded=step.query_rows,
+              prefix=step.prefix_tokens[i])
+    return title + (t("serve.mask_done", lang) if i in step.left else "")
+
+
 def masks_figure(step: BatchStep | None, lang: str) -> go.Figure:
     """One heatmap per request in ``step``: rows = the verify's query tokens (root + tree nodes),
     columns = the committed prefix (one column) + the same tokens; a cell is filled where the row
@@ -116,22 +130,25 @@ def masks_figure(step: BatchStep | None, lang: str) -> go.Figure:
     order = sorted(step.records) if step else []
     if not order:
         return finish(go.Figure(), t("serve.masks_title", lang), 200, legend=False)
-    fig = make_subplots(rows=1, cols=len(order), horizontal_spacing=0.06, subplot_titles=[
-        t("serve.mask_sub", lang, request=i + 1, rows=1 + len(step.records[i].nodes), padded=step.query_rows,
-          prefix=step.prefix_tokens[i]) for i in order])
+    # room between the heatmaps for the next one's row labels (at most MAX_LABEL + 3 characters)
+    fig = make_subplots(rows=1, cols=len(order), horizontal_spacing=0.12 if len(order) > 1 else 0.06,
+                        subplot_titles=[_mask_title(step, i, lang) for i in order])
     for col, i in enumerate(order, start=1):
         z, labels = mask_matrix(step.records[i])
         columns = [t("serve.prefix_col", lang, n=step.prefix_tokens[i])] + labels
+        if not step.records[i].nodes:  # nothing drafted (a request's last step): the root row alone, said in words
+            fig.add_annotation(x=0.5, y=0, text=t("serve.mask_root_only", lang), showarrow=False,
+                               font={"color": "white", "size": 12}, row=1, col=col)
         hover = [[t("serve.mask_hover", lang, row=labels[r], col=columns[c],
                     seen=t("serve.sees" if z[r][c] else "serve.blocked", lang)) for c in range(len(columns))]
                  for r in range(len(labels))]
         fig.add_trace(go.Heatmap(z=z, x=list(range(len(columns))), y=list(range(len(labels))), zmin=0,
                                  zmax=len(MASK_KINDS) - 1, colorscale=_discrete(MASK_COLORS), showscale=False,
                                  xgap=1, ygap=1, hovertext=hover, hoverinfo="text"), 1, col)
-        fig.update_xaxes(tickmode="array", tickvals=list(range(len(columns))), ticktext=columns, tickangle=-60,
-                         row=1, col=col)
-        fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, autorange="reversed",
-                         row=1, col=col)
+        fig.update_xaxes(tickmode="array", tickvals=list(range(len(columns))), ticktext=[short(c) for c in columns],
+                         tickangle=-60, row=1, col=col)
+        fig.update_yaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=[short(r) for r in labels],
+                         autorange="reversed", row=1, col=col)
     for kind in MASK_KINDS[1:]:  # a legend of the row colours
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=t("serve.mask_" + kind, lang),
                                  marker={"symbol": "square", "size": 11, "color": MASK_COLORS[MASK_KINDS.index(kind)]}))
@@ -164,7 +181,7 @@ def kv_pair_figure(step: BatchStep | None, lang: str) -> go.Figure:
                         freed=len(draft.freed_blocks)) if draft else t("serve.kv_no_draft", lang, request=i + 1))
     heights = [max(len(step.records[i].kv.slot_grid), len(step.draft_kv[i].slot_grid) if i in step.draft_kv else 0, 1)
                for i in order]
-    fig = make_subplots(rows=len(order), cols=2, subplot_titles=titles, horizontal_spacing=0.16,
+    fig = make_subplots(rows=len(order), cols=2, subplot_titles=titles, horizontal_spacing=0.2,
                         vertical_spacing=0.5 / len(order), row_heights=heights)
     for row, i in enumerate(order, start=1):
         _grid(fig, step.records[i].kv, row, 1, lang, first=row == 1)
@@ -193,7 +210,8 @@ def _grid(fig: go.Figure, kv: KVStepRecord, row: int, col: int, lang: str, *, fi
             hovertext=hover, hoverinfo="text",
             marker={"symbol": "square", "size": 14, "color": KV_COLORS[state], "line": {"color": "white", "width": 1}},
         ), row, col)
-    labels = [f"{t('kv.block', lang)} {b}" + (f" ({t('kv.block_freed', lang)})" if b in freed else "") for b in blocks]
+    # short row labels ("block 6 ↩"), so the draft column's labels stay clear of the target's grid
+    labels = [f"{t('kv.block', lang)} {b}" + (" ↩" if b in freed else "") for b in blocks]
     size = len(kv.slot_grid[blocks[0]]) if blocks else 1
     fig.update_xaxes(range=[-0.7, size - 0.3], dtick=max(1, size // 4), showgrid=False, row=row, col=col)
     fig.update_yaxes(range=[max(len(blocks), 1) - 0.5, -0.5], tickmode="array", tickvals=list(range(len(blocks))),

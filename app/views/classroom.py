@@ -12,7 +12,7 @@ from core.request import DecodeRequest
 from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded
 from ..i18n import t
-from ..lesson import FRAMES, LIVE_PROMPT, frame_caption, frame_figure, lesson_text, live_note
+from ..lesson import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
 from ..limits import RunGate
 from ..predict import Predict
 from ..session import Run, Session, ensure
@@ -21,7 +21,7 @@ from .batch import EXAMPLE_RESULTS
 from .page import Page
 from .panels import StepPanels, step_panels
 
-LIVE_K = 4  # the article's draft guesses four tokens
+LIVE_K = 4  # the article's draft guesses four tokens (a chain of 4; hybrid merges two such chains into a tree)
 LIVE_MAX_NEW_TOKENS = 16
 
 
@@ -96,6 +96,7 @@ def build(page: Page) -> ClassroomView:
             step_btn = labels.make(gr.Button, text="btn.step", variant="primary", elem_id="lesson-step", scale=1)
             run_btn = labels.make(gr.Button, text="btn.run_to_end", elem_id="lesson-run", scale=1)
             reset_btn = labels.make(gr.Button, text="btn.reset", elem_id="lesson-reset", scale=1)
+        shape = gr.Markdown(drafting_sentence(drafter.value, LIVE_K, labels.lang), elem_id="lesson-shape")
         status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
         ledger = gr.Markdown(elem_id="lesson-ledger")
         panels = step_panels(labels, "lesson", kv=False, live=False, lossless=True)
@@ -107,9 +108,18 @@ def build(page: Page) -> ClassroomView:
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict)
+    for event in (drafter.change, page.lang.change):  # the shape line follows the drafter and the language
+        event(shape_line, [page.lang, drafter], shape, api_visibility="private", queue=False)
     wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, [prompt, preset, drafter],
          page)
     return view
+
+
+def shape_line(lang_value: str, drafter: str) -> str:
+    """Part 2's line on what the chosen drafter drafts each step (empty for a value the page does not offer)."""
+    if lang_value not in ("zh", "en") or drafter not in DRAFTER_NAMES:
+        return ""
+    return drafting_sentence(drafter, LIVE_K, lang_value)
 
 
 def wire(view: ClassroomView, buttons: ClassroomButtons, status: gr.Markdown, settings: list, page: Page) -> None:

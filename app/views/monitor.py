@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.serving.monitor import RemoteTarget, Watch, fetch, parse, verdict
+from core.serving.monitor import NotMetrics, RemoteTarget, Watch, fetch, parse, verdict
 
 from ..controls import is_loopback, number
 from ..figures import empty, monitor_figure
@@ -43,6 +43,8 @@ def read(url: str, policy: MonitorPolicy, lang: str):
         return parse(fetch(url, policy.allow_remote), time.monotonic())
     except RemoteTarget as e:
         raise UserError(t("err.monitor_remote", lang, host=e.host, addresses=", ".join(e.addresses))) from None
+    except NotMetrics as e:
+        raise UserError(t("err.monitor_not_metrics", lang, url=url, line=e.line)) from None
 
 
 def verdict_line(watch: Watch, cost_estimate: float, lang: str) -> str:
@@ -54,8 +56,10 @@ def verdict_line(watch: Watch, cost_estimate: float, lang: str) -> str:
     if v.paying is None:
         return t("mon.verdict_idle", lang, **common)
     how = t("mon.measured" if v.measured else "mon.estimated", lang)
-    return t("mon.verdict_pays" if v.paying else "mon.verdict_not", lang, tau=v.tau, be=v.break_even, cost=v.cost,
-             how=how, acc=w.accepted_per_s, dr=w.drafted_per_s, **common)
+    # a mark drawn by page.css, not an emoji (a box where no emoji font is installed)
+    mark = f'<span class="sdl-mark {"sdl-mark-yes" if v.paying else "sdl-mark-no"}"></span>'
+    return mark + t("mon.verdict_pays" if v.paying else "mon.verdict_not", lang, tau=v.tau, be=v.break_even,
+                    cost=v.cost, how=how, acc=w.accepted_per_s, dr=w.drafted_per_s, **common)
 
 
 def summary(watch: Watch, lang: str) -> str:
@@ -111,7 +115,12 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
         every = number(interval_value, "mon.interval", lang_value, 0.5, 60)
         session.monitor_cost = number(cost_value, "mon.cost", lang_value, 0, 10)
         target = str(url_value or "").strip()
-        first = read(target, policy, lang_value)
+        session.monitor = None  # a failed start leaves no plot or verdict of the last endpoint behind
+        try:
+            first = read(target, policy, lang_value)
+        except UserError as e:
+            return {state: session, status: error_markdown(str(e), lang_value), timer: gr.Timer(active=False),
+                    **view.render(session, lang_value)}
         session.monitor = Watch(url=target, first=first, last=first)
         note = t("mon.started", lang_value, url=target, every=every)
         if not first.spec_decode:

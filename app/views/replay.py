@@ -17,7 +17,18 @@ from ..session import Session, ensure
 from .panels import StepPanels, step_panels
 from .upload import refusal
 
-EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "assets" / "traces" / "example-tiny.jsonl"
+TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+EXAMPLE_TRACES = {"tiny": TRACES / "example-tiny.jsonl",  # one shipped run per built-in preset (docs/app.md)
+                  "gemma-270m": TRACES / "example-gemma-270m.jsonl"}
+FALLBACK_PRESET = "tiny"
+
+
+def example_trace(preset: str) -> tuple[Path, str | None]:
+    """The example trace of the preset the app runs, and None; for a preset without one (a model
+    folder or hub id), tiny's and the key of the sentence that says so."""
+    if preset in EXAMPLE_TRACES:
+        return EXAMPLE_TRACES[preset], None
+    return EXAMPLE_TRACES[FALLBACK_PRESET], "replay.no_example"
 
 
 def header_markdown(session: Session, lang: str) -> str:
@@ -56,7 +67,8 @@ class ReplayView:
         return out
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
+def build(labels: Labels, state: gr.State, lang: gr.Radio, preset: str = FALLBACK_PRESET) -> ReplayView:
+    """``preset``: the app's preset, whose shipped example trace the example button loads."""
     labels.make(gr.Markdown, text="replay.intro")
     with gr.Row():
         upload = labels.make(gr.File, file_types=[".jsonl", ".json", ".txt"], elem_id="replay-upload", scale=3,
@@ -72,9 +84,10 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
         slider = labels.make(gr.Slider, 1, 2, value=1, step=1, elem_id="replay-slider", scale=4, label="replay.step")
         next_btn = labels.make(gr.Button, variant="primary", elem_id="replay-next", scale=1, text="btn.next")
     view = ReplayView(step_panels(labels, "replay"), status, header, summary, slider)
-    h = {name: guarded(status)(handler) for name, handler in handlers(view, state).items()}
+    h = {name: guarded(status)(handler) for name, handler in handlers(view, state, upload, preset).items()}
     outputs = [state, status, header, summary, slider] + view.panels.outputs
-    upload.upload(h["upload"], [lang, state, upload], outputs, api_name="replay_upload")
+    # the upload handler empties the box after reading a file, so the next file can be dropped on it at once
+    upload.upload(h["upload"], [lang, state, upload], [*outputs, upload], api_name="replay_upload")
     upload.clear(h["upload"], [lang, state, upload], outputs, api_visibility="private")
     example.click(h["example"], [lang, state], outputs, api_name="replay_example")
     slider.release(h["goto"], [lang, state, slider], outputs, api_name="replay_goto", preprocess=False)
@@ -87,26 +100,30 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio) -> ReplayView:
     return view
 
 
-def handlers(view: ReplayView, state: gr.State) -> dict:
+def handlers(view: ReplayView, state: gr.State, upload: gr.File, preset: str = FALLBACK_PRESET) -> dict:
     """upload, example, goto, scrub (goto leaving the slider alone), prev, next."""
     status = view.status
 
-    def load(session: Session, path, lang_value: str) -> dict:
+    def load(session: Session, path, lang_value: str, note: str = "") -> dict:
         trace = read_trace(path)
         if not trace.steps:
             raise UserError(t("err.trace_empty", lang_value))
         session.replay, session.replay_index = trace, 0
-        return {state: session, status: "", **view.render(session, lang_value)}
+        return {state: session, status: note, **view.render(session, lang_value)}
 
     def on_upload(lang_value, session, path):
         session = ensure(session)
         if not path:
             session.replay = None
             return {state: session, status: "", **view.render(session, lang_value)}
-        return load(session, path, lang_value)
+        loaded = load(session, path, lang_value, t("replay.loaded", lang_value, name=markdown_text(Path(path).name)))
+        return {**loaded, upload: None}  # an empty box: the next file replaces this one without Clear
 
     def on_example(lang_value, session):
-        return load(ensure(session), EXAMPLE_TRACE, lang_value)
+        path, missing = example_trace(preset)
+        note = t(missing, lang_value, preset=markdown_text(preset)) if missing else t(
+            "replay.example_of", lang_value, preset=markdown_text(preset))
+        return load(ensure(session), path, lang_value, note)
 
     def move(session: Session, lang_value: str, index: int) -> dict:
         if session.replay is None:

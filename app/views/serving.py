@@ -23,10 +23,10 @@ from ..figures.style import empty
 from ..guard import guarded
 from ..i18n import t
 from ..session import ServingRun, Session, ensure
+from .batch import EXAMPLE_RESULTS
 from .page import Page
 
-BENCH = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
-BENCH_FOLDERS = {"tiny": "tiny-cpu", "gemma-270m": "gemma-cpu"}
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK_SIZE = 4  # small blocks, so a step's returned blocks show in a small grid
 MAX_REQUESTS = 8
 MAX_BUDGET = 64
@@ -149,23 +149,31 @@ def _acceptance(run: ServingRun, lang: str) -> str:
              tau_high=max(p.tau for p in per), rate=pooled.acceptance_rate, tau=pooled.tau, n=len(per))
 
 
+def sweep_entries(crossover: dict, drafter: str, k: int) -> list[tuple[str, int | None]]:
+    """The sweep's crossover entries for ``drafter``: its labels are a drafter, or a drafter and a shape
+    (``eagle3:4``, ``hybrid:auto``); the entry at this batch's depth ``k`` first, then the bare name,
+    then the drafter's other shapes."""
+    mine = [label for label in crossover if label.split(":")[0] == drafter]
+    first = [label for label in (f"{drafter}:{k}", drafter) if label in mine]
+    return [(label, crossover[label]) for label in first + [label for label in mine if label not in first]]
+
+
 def _large_batch(run: ServingRun, lang: str) -> str:
-    """Q4: this batch's tokens per batched forward, and where the project's bench saw speculation stop paying."""
+    """Q4: this batch's tokens per batched forward, and where the project's shipped batch-size sweep
+    (the one the Batch size view loads) saw speculation stop paying."""
     tokens = sum(len(r.emitted) for s in run.steps for r in s.records.values())
     line = t("serve.q4_live", lang, tokens=tokens, forwards=len(run.steps), per=tokens / len(run.steps),
              batch=run.batch.max_running)
     request = run.requests[0]
-    folder = BENCH_FOLDERS.get(request.preset)
-    path = BENCH / folder / "bench.json" if folder else None
-    crossover = None
-    if path is not None and path.is_file():
-        crossover = json.loads(path.read_text()).get("batch_crossover") or {}
-    if not crossover or request.drafter not in crossover:
+    path = EXAMPLE_RESULTS.get(request.preset)
+    crossover = json.loads(path.read_text()).get("batch_crossover") or {} if path and path.is_file() else {}
+    entries = sweep_entries(crossover, request.drafter, request.shape.depth)
+    if not entries:
         return line + " " + t("serve.q4_unmeasured", lang, drafter=request.drafter)
-    batch = crossover[request.drafter]
-    where = t("serve.q4_pays", lang) if batch is None else t("serve.q4_stops", lang, batch=batch)
-    return line + " " + t("serve.q4_bench", lang, drafter=request.drafter, where=where,
-                          path=f"docs/benchmarks/{folder}/bench.json")
+    where = [t("serve.q4_pays", lang, drafter=label) if batch is None else t("serve.q4_stops", lang, drafter=label,
+                                                                              batch=batch) for label, batch in entries]
+    return line + " " + t("serve.q4_bench", lang, where="; ".join(where), k=request.shape.depth,
+                          path=path.relative_to(ROOT).as_posix())
 
 
 @dataclass

@@ -73,6 +73,15 @@ SAMPLE_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s+\S+(\s+\S+)?
 READ = {*COUNTERS, *GAUGES, PER_POSITION, SGLANG_ACCEPT_LENGTH}
 
 
+class NotMetrics(UserError):
+    """A reply that is not the Prometheus text format (a web page, Gradio's /config JSON, ...):
+    says which line, never what it held."""
+
+    def __init__(self, line: int):
+        super().__init__(f"line {line} is not the Prometheus text format")
+        self.line = line
+
+
 def parse(text: str, t: float) -> Scrape:
     """The Prometheus text format -> a Scrape; anything else is a one-line UserError that names a line
     number and never quotes the text (it may come from any service on this machine).
@@ -90,7 +99,7 @@ def parse(text: str, t: float) -> Scrape:
             continue
         match = SAMPLE_LINE.fullmatch(line)
         if not match:
-            raise UserError(f"line {number} is not the Prometheus text format")
+            raise NotMetrics(number)
         series += 1
         if series > MAX_SERIES:
             raise UserError(f"more than {MAX_SERIES:,} series: not a serving engine's /metrics")
@@ -119,7 +128,7 @@ def _sample(line: str, number: int):
         [family] = text_string_to_metric_families(line)
         [sample] = family.samples
     except Exception:  # the parser's errors quote the line: say where, not what
-        raise UserError(f"line {number} is not the Prometheus text format") from None
+        raise NotMetrics(number) from None
     if not (math.isfinite(sample.value) and sample.value >= 0):
         raise UserError(f"line {number}: {sample.name} must be a finite number >= 0")
     return sample
@@ -164,14 +173,27 @@ class Window:
         return self.totals.accepted_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+def drafted_positions(drafts: int, draft_tokens: int, accepted_per_position: list[int]) -> int:
+    """How many positions a window drafted at: the counter keeps every position label it ever saw
+    (a k = 8 run an hour ago leaves positions 5-7 at zero increase forever), so a window reads only
+    up to the deeper of its mean draft length (vLLM drafts k every step: exactly k) and its last
+    position with an acceptance; nothing when it drafted nothing."""
+    if not drafts:
+        return 0
+    accepted_up_to = max((i + 1 for i, n in enumerate(accepted_per_position) if n), default=0)
+    return min(len(accepted_per_position), max(math.ceil(draft_tokens / drafts), accepted_up_to))
+
+
 def window(before: Scrape, after: Scrape) -> Window:
     n = len(after.accepted_per_position)
     old = before.accepted_per_position + (0.0,) * (n - len(before.accepted_per_position))
+    drafts, draft_tokens = round(_delta(before.drafts, after.drafts)), round(_delta(before.draft_tokens, after.draft_tokens))
+    per_position = [round(_delta(a, b)) for a, b in zip(old, after.accepted_per_position)]
     totals = Tallies(
-        drafts=round(_delta(before.drafts, after.drafts)),
-        draft_tokens=round(_delta(before.draft_tokens, after.draft_tokens)),
+        drafts=drafts,
+        draft_tokens=draft_tokens,
         accepted_tokens=round(_delta(before.accepted_tokens, after.accepted_tokens)),
-        accepted_per_position=[round(_delta(a, b)) for a, b in zip(old, after.accepted_per_position)],
+        accepted_per_position=per_position[: drafted_positions(drafts, draft_tokens, per_position)],
     )
     timed = after.draft_s is not None and after.verify_s is not None
     if timed:
