@@ -28,11 +28,11 @@ MASK_KINDS = ("blocked", "root", "accepted", "rejected", "not_reached")  # z val
 # drafted (its last step) has a mask of the root row alone, which then read as a black box
 MASK_ROOT = "#7d8da3"
 MASK_COLORS = ["#f4f4f4", MASK_ROOT, COLORS["accepted"], COLORS["rejected"], COLORS["not_reached"]]
-MAX_LABEL = 8  # characters of a token in a mask's tick label (the hover has it whole)
+MAX_TICK_CHARS = 8  # characters of a token in a mask's tick label (the hover has it whole)
 
 
 def short(label: str) -> str:
-    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+    return label if len(label) <= MAX_TICK_CHARS else label[: MAX_TICK_CHARS - 1] + "…"
 
 
 def request_label(i: int, prompt: str) -> str:
@@ -130,7 +130,7 @@ def masks_figure(step: BatchStep | None, lang: str) -> go.Figure:
     order = sorted(step.records) if step else []
     if not order:
         return finish(go.Figure(), t("serve.masks_title", lang), 200, legend=False)
-    # room between the heatmaps for the next one's row labels (at most MAX_LABEL + 3 characters)
+    # room between the heatmaps for the next one's row labels (at most MAX_TICK_CHARS + 3 characters)
     fig = make_subplots(rows=1, cols=len(order), horizontal_spacing=0.12 if len(order) > 1 else 0.06,
                         subplot_titles=[_mask_title(step, i, lang) for i in order])
     for col, i in enumerate(order, start=1):
