@@ -12,7 +12,10 @@ at 1 row, 64 ms at 2-25 rows with ``torch.mm(W, h.T)``). Greedy decoding needs o
 argmax, so :meth:`LMHead.greedy` takes it **exactly** from a cheaper product (a *route*): every
 cheap logit is within a proven bound of the float32 one (:class:`CheapHead`), so only the tokens
 whose cheap logit could still be the largest -- one to a few per row on Gemma, at most a few
-hundred -- are recomputed in float32, and the largest of those is the float32 argmax. Two routes:
+hundred -- are recomputed in float32, and the largest of those is the float32 argmax (up to
+float32's own rounding: where two logits differ by less than it, the recomputation and one full
+``torch.mm`` may order them differently; a property test in tests/test_head.py pins that margin).
+Two routes:
 
 * ``bf16``: a bfloat16 product through oneDNN, for CPUs with bf16 matrix units (AMX / AVX-512
   BF16): 14.5 ms for 1 to 5 rows of Gemma's head and 17 ms for 25 on the Xeon above.
