@@ -14,7 +14,7 @@ from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, Hy
 from core.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
                          PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 from core.request import DecodeRequest, drafter_names
-from core.serving.monitor import is_loopback_host as is_loopback  # localhost, 127.x.x.x, ::1 (views/monitor.py too)
+from core.serving.monitor import is_loopback_host  # localhost, 127.x.x.x, ::1
 
 from .i18n import t
 
@@ -95,7 +95,7 @@ class ModelPolicy:
         """Own models are on when only this machine can reach the server (a loopback ``host``);
         elsewhere a visitor could make it read any folder or download any model, so only when
         allowed."""
-        own = not no_own_models and (allow_own_models or is_loopback(host))
+        own = not no_own_models and (allow_own_models or is_loopback_host(host))
         return cls(own_models=own, trust_remote_code=trust_remote_code)
 
 

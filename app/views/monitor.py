@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.serving.monitor import NotMetrics, RemoteTarget, Watch, fetch, parse, verdict
+from core.serving.monitor import NotMetrics, RemoteTarget, Watch, fetch, is_loopback_host, parse, verdict
 
-from ..controls import is_loopback, number
+from ..controls import number
 from ..figures import empty, monitor_figure
 from ..guard import error_markdown, guarded
 from ..i18n import t
@@ -32,7 +32,7 @@ class MonitorPolicy:
     @classmethod
     def for_server(cls, host: str, port: int, allow_remote: bool = False) -> "MonitorPolicy":
         """The lab's own /metrics, reached over loopback when the server listens there or everywhere."""
-        own = "127.0.0.1" if is_loopback(host) or host in ("0.0.0.0", "::", "") else host
+        own = "127.0.0.1" if is_loopback_host(host) or host in ("0.0.0.0", "::", "") else host
         own = f"[{own}]" if ":" in own else own  # an IPv6 address: http://[2001:db8::1]:7860/metrics
         return cls(default_url=f"http://{own}:{port}/metrics", allow_remote=allow_remote)
 
