@@ -2,7 +2,8 @@
   // Gradio's own words (the upload box's "Drop File Here") follow its frontend locale, which it takes from the
   // browser: make it the page's language, now and on a switch (ui.py). Gradio's Settings panel switches the locale
   // with the changeLocale export of its core module: the same call, on the module this page loaded. A locale
-  // whose words are still loading would land after a later one: one switch at a time, each until it holds.
+  // whose words are still loading would land after a later one: one switch at a time, each until it holds
+  // (up to 30 s: a busy server can take seconds to send a locale's words).
   // Gradio words a component when it is first drawn: a switch reaches what is drawn after it (a tab opened later).
   const GRADIO_LOCALES = { zh: "zh-CN", en: "en" };  // app/i18n.py LANGS
   const switchLocale = async (locale) => {
@@ -10,9 +11,10 @@
       .find((name) => /\/core-[\w-]+\.js$/.test(name));
     if (!core || !locale) return;
     (await import(core)).changeLocale(locale);
-    for (let waited = 0; document.documentElement.lang !== locale && waited < 5000; waited += 50) {
+    for (let waited = 0; document.documentElement.lang !== locale && waited < 30000; waited += 50) {
       await new Promise((done) => setTimeout(done, 50));
     }
+    document.body.dataset.sdlLocale = locale;  // the last switch that has finished (tests wait on it)
   };
   let switching = Promise.resolve();
   window.sdlGradioLocale = (lang) => (switching = switching.then(() => switchLocale(GRADIO_LOCALES[lang])));

@@ -194,6 +194,9 @@ def test_gradio_words_follow_the_page_language(page, language, words, other):
     Chinese words."""
     with another_page(page) as fresh:
         set_language(fresh, language)
+        locale = {"中文": "zh-CN", "English": "en"}[language]  # page.js GRADIO_LOCALES
+        # Gradio words a component when it is first drawn: the tab opened once the switch holds
+        fresh.wait_for_function("l => document.body.dataset.sdlLocale === l", arg=locale)
         open_tab(fresh, "replay")
         fresh.wait_for_function("w => document.querySelector('#replay-upload').innerText.includes(w)", arg=words)
         assert other not in fresh.inner_text("#replay-upload")
