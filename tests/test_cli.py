@@ -48,12 +48,15 @@ def test_generate_json_has_every_field_and_matches_the_baseline(tmp_path):
     assert loaded.summary["tokens"] == data["tokens"]
 
 
-def test_tree_and_ngram_and_baseline_from_the_cli():
+def test_tree_and_ngram_and_baseline_from_the_cli(capsys):
+    from core.cli import main  # in-process: the test above runs the real process
+
     for args in (["--drafter", "draft", "--tree", "2x3"], ["--drafter", "ngram"], ["--drafter", "none"]):
-        proc = cli("generate", *args, "--prompt", "one two three one two three one two", "--max-new-tokens",
-                   "16", "--check", "--json")
-        assert proc.returncode == 0, proc.stderr
-        data = json.loads(proc.stdout)
+        code = main(["generate", *args, "--prompt", "one two three one two three one two", "--max-new-tokens",
+                     "16", "--check", "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        data = json.loads(out)
         assert data["baseline_match"] is True
         if args[1] == "none":
             assert data["target_forwards"] == data["new_tokens"] and data["draft"] is None
@@ -76,16 +79,23 @@ def test_tree_and_ngram_and_baseline_from_the_cli():
         (["--device", "tpu"], "device"),
     ],
 )
-def test_user_mistakes_get_one_clear_message(args, message):
-    base = {"--prompt": "我爱"}
-    for i in range(0, len(args), 2):
-        if args[i] == "--prompt":
-            base = {}
-    full = ["generate", *[x for kv in base.items() for x in kv], *args, "--json"]
-    proc = cli(*full)
+def test_user_mistakes_get_one_clear_message(args, message, capsys):
+    """In-process through ``core.cli.main`` (the same parser and error boundary as ``python -m core``;
+    the next test pins the real process)."""
+    from core.cli import main
+
+    base = [] if "--prompt" in args[::2] else ["--prompt", "我爱"]
+    assert main(["generate", *base, *args, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert message in err
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert out == ""
+
+
+def test_a_mistake_in_a_real_process_is_one_line_without_a_traceback():
+    proc = cli("generate", "--prompt", "我爱", "--k", "0", "--json")
     assert proc.returncode == 2
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "between 1 and" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
 
