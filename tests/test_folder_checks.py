@@ -80,6 +80,8 @@ CASES = [  # (name, source, config edit, tensor edit, what the message says)
     ("absurd draft vocab", "eagle3", net(draft_vocab_size=10**9), None, "draft_vocab_size"),
     ("draft vocab larger than the target's", "eagle3", net(draft_vocab_size=9000), None, "draft_vocab"),
     ("NaN rope theta", "eagle3", net(rope_theta=float("nan")), None, "rope_theta"),
+    ("a size that is true", "eagle", net(intermediate_size=True), None, "intermediate_size"),  # found by hypothesis
+    ("a yes that is 1", "medusa", lambda c: c["heads"].update(own_lm_head=1), None, "own_lm_head"),
     ("unknown net field", "eagle", net(bogus=1), None, "bogus"),
     ("no net", "eagle", lambda c: c.pop("net"), None, "net"),
     ("medusa with 100 heads", "medusa", lambda c: c["heads"].update(num_heads=100), None, "num_heads"),

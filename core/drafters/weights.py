@@ -49,7 +49,9 @@ def save_folder(folder: Path, config: dict, module: torch.nn.Module) -> None:
     write_text_atomic(folder / "config.json", json.dumps(config, ensure_ascii=False, indent=2) + "\n")
 
 
-Size = Annotated[int, Field(ge=1, le=MAX_HIDDEN)]
+# strict fields: JSON's true is not a size of 1, nor 1 a yes (pydantic would coerce them; transformers'
+# configs would refuse them later with a traceback)
+Size = Annotated[int, Field(strict=True, ge=1, le=MAX_HIDDEN)]
 
 
 class NetFields(BaseModel):
@@ -57,16 +59,17 @@ class NetFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    target_layers: Annotated[list[Annotated[int, Field(ge=0, le=MAX_LAYERS)]], Field(min_length=1, max_length=8)]
+    target_layers: Annotated[list[Annotated[int, Field(strict=True, ge=0, le=MAX_LAYERS)]],
+                             Field(min_length=1, max_length=8)]
     hidden_size: Size
-    intermediate_size: Annotated[int, Field(ge=1, le=8 * MAX_HIDDEN)]
-    num_attention_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
-    num_key_value_heads: Annotated[int, Field(ge=1, le=MAX_HEADS)]
-    max_position_embeddings: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
-    rope_theta: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10000.0
-    rms_norm_eps: Annotated[float, Field(gt=0, lt=1)] = 1e-6
-    output_norm: bool = False
-    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    intermediate_size: Annotated[int, Field(strict=True, ge=1, le=8 * MAX_HIDDEN)]
+    num_attention_heads: Annotated[int, Field(strict=True, ge=1, le=MAX_HEADS)]
+    num_key_value_heads: Annotated[int, Field(strict=True, ge=1, le=MAX_HEADS)]
+    max_position_embeddings: Annotated[int, Field(strict=True, ge=1, le=MAX_CONTEXT)]
+    rope_theta: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = 10000.0
+    rms_norm_eps: Annotated[float, Field(strict=True, gt=0, lt=1)] = 1e-6
+    output_norm: Annotated[bool, Field(strict=True)] = False
+    draft_vocab_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_ID)] | None = None
     layout: Literal["lab", "reference"] = "lab"
 
     @model_validator(mode="after")
@@ -85,10 +88,10 @@ class HeadsFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_heads: Annotated[int, Field(ge=1, le=MAX_DEPTH)]
+    num_heads: Annotated[int, Field(strict=True, ge=1, le=MAX_DEPTH)]
     hidden_size: Size
-    own_lm_head: bool = False
-    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    own_lm_head: Annotated[bool, Field(strict=True)] = False
+    draft_vocab_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_ID)] | None = None
 
 
 class DrafterFields(BaseModel):
