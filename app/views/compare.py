@@ -50,7 +50,7 @@ def _spread(spread: Spread | None, spec: str, unit: str = "") -> str:
 def row(comparison: Comparison, setup: TimedSetup, lang: str) -> list:
     """One set-up's line: counts from its first timed run, costs over all its runs (``core.records.metrics``)."""
     result, totals = setup.results[0], metrics.tally(setup.records)
-    cost = metrics.step_cost(setup.records, comparison.forward_s)
+    cost = totals.step_cost(comparison.forward_s)
     baseline = comparison.baseline.results[0]
     identical = "—" if setup is comparison.baseline or result.settings["temperature"] > 0 else (
         "✓" if result.tokens == baseline.tokens else "✗")
