@@ -703,6 +703,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "batch.axis_ms": ("每次前向的毫秒数", "ms per forward"),
     "batch.latency_series": ("批 {batch}", "batch {batch}"),
     "batch.stops_paying": ("{drafter} 从这里起不再划算", "{drafter} stops paying here"),
+    "batch.peer_series": ("vLLM-CPU {method}（连续批处理）", "vLLM-CPU {method} (continuous batching)"),
     "panel.scaling": ("数据扩展", "Data scaling"),
     "scaling.title": ("多给数据能换来什么（gemma-270m，留出提示词，贪心）", "What more data buys each drafter "
                       "(gemma-270m, held-out prompts, greedy)"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from core.records.steps import NodeRecord, StepRecord
+from core.studies.batch_size import baseline_of
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def batch_question(result: dict | None) -> BatchQuestion | None:
     rows = result["batch_sweep"]
     batch = max(r["batch"] for r in rows)
     speed = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows}
-    drafters = [d for d in dict.fromkeys(r["drafter"] for r in rows) if d != "none" and (batch, d) in speed]
+    drafters = [d for d in dict.fromkeys(r["drafter"] for r in rows)  # the lab's (vLLM's rows are beside them)
+                if d != "none" and baseline_of(d) == "none" and (batch, d) in speed]
     if not drafters or (batch, "none") not in speed:
         return None
     crossover = result.get("batch_crossover") or {}

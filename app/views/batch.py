@@ -14,7 +14,8 @@ from core.cost.probe import latency_context
 from core.drafters import BASELINE
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import load_prompts
-from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes, read_sweep_result
+from core.studies.batch_size import (baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes,
+                                     read_sweep_result)
 
 from ..controls import COMPARE_CHOICES, SWEEP_AUTO, SWEEP_DEFAULT, number
 from ..figures import batch_figure
@@ -45,7 +46,7 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
             lines.append(t("batch.verdict_pays", lang, drafter=name))
         else:
             lines.append(t("batch.verdict_stops", lang, drafter=name, batch=batch,
-                           speedup=speed[batch, name] / speed[batch, BASELINE]))
+                           speedup=speed[batch, name] / speed[batch, baseline_of(name)]))
     return "\n\n".join(lines)
 
 

@@ -5,6 +5,9 @@ Two measurements on the same machine, in the same process:
 * **throughput against batch size** -- the baseline (``none``) and each drafter decode the same
   prompts in batches of each size (``core.engine.batch``); tokens/s counts every request's new tokens.
   Speculation *stops paying* at the first batch size where a drafter is no faster than ``none``.
+* **vLLM-CPU's continuous batching beside it** (``--compare-vllm``): the same prompts in one
+  ``LLM.generate`` call per batch, plain and with its ``ngram``, timed interleaved with the lab's
+  runs; these rows are named ``vllm:<method>`` and measured against ``vllm:none``.
 * **the target's forward latency against query tokens x batch** -- one batched forward of
   ``batch`` requests with ``query_tokens`` new tokens each over a fixed context. While the
   forward is memory-bound (reading the weights dominates) its latency hardly grows with the
@@ -29,6 +32,7 @@ from core.models.loading import LoadedModel
 from core.records.metrics import tally
 from core.request import split_spec
 
+VLLM = "vllm:"  # the prefix of a batch-sweep row measured on vLLM-CPU, e.g. "vllm:ngram"
 QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
 LATENCY_REPEATS = 5
 
@@ -49,6 +53,11 @@ def parse_batch_sizes(text: str | tuple[int, ...] | None, device) -> tuple[int, 
     return tuple(sorted(sizes))
 
 
+def baseline_of(drafter: str) -> str:
+    """The row a drafter's speedup and crossover are measured against: its own engine's plain decoding."""
+    return VLLM + BASELINE if drafter.startswith(VLLM) else BASELINE
+
+
 def batch_prompts(prompts: list[str], batch: int) -> list[str]:
     """The first ``batch`` prompts, cycling through the file when it holds fewer."""
     return [prompts[i % len(prompts)] for i in range(batch)]
@@ -66,24 +75,38 @@ def batch_runner(prompts: list[str], spec: str, decoder_args: dict) -> Callable[
 
 
 def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompts: list[str], decoder_args: dict,
-                       repeats: int, log: Callable[[str], None], warmup: bool = True) -> list[dict]:
+                       repeats: int, log: Callable[[str], None], warmup: bool = True,
+                       peer: dict[str, Callable[[list[str]], Callable]] | None = None) -> list[dict]:
     """Every (batch, drafter) decoded ``repeats`` times, interleaved by the lab's timer
     (``core.cost.timing``; the warm-up runs each drafter once at the first batch size); rows in
     the JSON's ``batch_sweep`` shape.
 
-    ``drafters`` must include ``none`` (speedups are against it at the same batch size).
+    ``drafters`` must include ``none`` (speedups are against it at the same batch size). ``peer``:
+    vLLM's methods (``none`` among them), each a function of the batch's prompts to one call
+    (``core.vllm.peer.VllmPeer.batch_call``), timed in the same interleaving.
     """
     if BASELINE not in drafters:
         raise UserError("the batch sweep needs the none baseline among the drafters")
+    peer = peer or {}
+    if peer and BASELINE not in peer:
+        raise UserError("the vLLM side of the batch sweep needs its plain decoding (none)")
+    names = (*drafters, *(VLLM + m for m in peer))
     runners = {(b, d): batch_runner(batch_prompts(prompts, b), d, decoder_args) for b in sizes for d in drafters}
+    runners |= {(b, VLLM + m): call(batch_prompts(prompts, b)) for b in sizes for m, call in peer.items()}
 
     def progress(repeat: int, key: tuple[int, str]) -> None:
-        if key[1] == drafters[-1]:
+        if key[1] == names[-1]:
             log(f"batch sweep: repeat {repeat}/{repeats}, batch {key[0]} done")
 
-    runs = time_interleaved(runners, repeats, warmup_keys=[(sizes[0], d) for d in drafters] if warmup else [],
+    runs = time_interleaved(runners, repeats, warmup_keys=[(sizes[0], d) for d in names] if warmup else [],
                             seconds=lambda r: r.wall_s, on_sample=progress)
-    return [sweep_row(b, d, runs[(b, d)].results, runs[(b, BASELINE)].results) for b in sizes for d in drafters]
+    rows = []
+    for b in sizes:
+        lab = runs[(b, BASELINE)].results
+        rows += [sweep_row(b, d, runs[(b, d)].results, lab) for d in drafters]
+        rows += [peer_row(b, VLLM + m, runs[(b, VLLM + m)].results, runs[(b, VLLM + BASELINE)].results, lab)
+                 for m in peer]
+    return rows
 
 
 def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
@@ -110,16 +133,37 @@ def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[
     }
 
 
+def peer_row(batch: int, drafter: str, runs: list, baseline: list, lab: list[BatchResult]) -> dict:
+    """One (batch, vLLM method) cell from its calls (``core.vllm.client.Generation``): tokens/s of
+    the outputs, the speedup over vLLM's own plain decoding, acceptance from vLLM's counters (it
+    counts drafts, not forwards: no τ), and whether its text is the lab's plain decoding's."""
+    walls = [g.wall_s for g in runs]
+    wall = statistics.median(walls)
+    outputs = [o.tokens for o in runs[0].outputs]
+    spec = runs[0].spec
+    return {
+        "batch": batch,
+        "drafter": drafter,
+        "tokens_per_s": sum(map(len, outputs)) / wall,
+        "speedup": speedup([[g.wall_s for g in baseline]], [walls]),
+        "wall_s": wall,
+        "new_tokens": sum(map(len, outputs)),
+        "acceptance_rate": spec.accepted_tokens / spec.draft_tokens if spec.draft_tokens else None,
+        "identical_to_baseline": outputs == [r.tokens for r in lab[0].results],
+    }
+
+
 def crossover(rows: list[dict]) -> dict[str, int | None]:
-    """Per drafter, the smallest batch at which it is no faster than ``none`` (None: it pays at every size)."""
-    base = {r["batch"]: r["tokens_per_s"] for r in rows if r["drafter"] == BASELINE}
+    """Per drafter, the smallest batch at which it is no faster than its engine's ``none``
+    (``baseline_of``; None: it pays at every size)."""
+    base = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows if r["drafter"] == baseline_of(r["drafter"])}
     out: dict[str, int | None] = {}
     for row in sorted(rows, key=lambda r: r["batch"]):
         name = row["drafter"]
-        if name == BASELINE:
+        if name == baseline_of(name):
             continue
         out.setdefault(name, None)
-        if out[name] is None and row["tokens_per_s"] <= base[row["batch"]]:
+        if out[name] is None and row["tokens_per_s"] <= base[row["batch"], baseline_of(name)]:
             out[name] = row["batch"]
     return out
 
@@ -163,9 +207,10 @@ def read_sweep_result(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> di
         if not (isinstance(row, dict) and _is_count(row.get("batch")) and isinstance(row.get("drafter"), str)
                 and _is_number(row.get("tokens_per_s"))):
             raise UserError(f"batch_sweep entry {i} needs batch (>= 1), drafter and tokens_per_s (>= 0)")
-    missing = sorted({r["batch"] for r in rows} - {r["batch"] for r in rows if r["drafter"] == BASELINE})
+    have = {(r["batch"], r["drafter"]) for r in rows}
+    missing = sorted({(baseline_of(d), b) for b, d in have if (b, baseline_of(d)) not in have})
     if missing:
-        raise UserError(f"batch_sweep has no none baseline at batch {', '.join(map(str, missing))}")
+        raise UserError("batch_sweep has no baseline for " + ", ".join(f"{d} at batch {b}" for d, b in missing))
     latency = result.get("forward_latency") or []
     if not isinstance(latency, list) or not all(
             isinstance(r, dict) and _is_count(r.get("batch")) and _is_count(r.get("tokens"))

@@ -16,6 +16,7 @@ from plotly.colors import qualitative, sequential
 from plotly.subplots import make_subplots
 
 from core.drafters import BASELINE
+from core.studies.batch_size import VLLM
 
 KNEE = 1.5  # the knee: the fewest tokens whose forward costs this many one-token forwards
 
@@ -30,6 +31,7 @@ class SweepFigureText:
     axis_ms: str = "ms per forward"
     latency_series: str = "batch {batch}"
     stops_paying: str = "{drafter} stops paying here"
+    peer_series: str = "vLLM-CPU {method}"
     knee: str = "knee: {tokens} tokens cost {factor:.1f}× one"
 
 
@@ -51,16 +53,22 @@ def sweep_figure(result: dict, text: SweepFigureText = SweepFigureText(),
 
 
 def _throughput(fig: go.Figure, result: dict, text: SweepFigureText, color_of: Callable[[str], str] | None) -> None:
+    """One line per drafter; vLLM's rows (``vllm:<method>``) dotted, in their method's colour."""
     rows = result["batch_sweep"]
     color = {}
     for name in dict.fromkeys(r["drafter"] for r in rows):
-        color[name] = color_of(name) if color_of else qualitative.T10[len(color) % len(qualitative.T10)]
+        method = name.removeprefix(VLLM)
+        if method not in color:
+            color[method] = color_of(method) if color_of else qualitative.T10[len(color) % len(qualitative.T10)]
+        color[name] = color[method]
+        label = text.peer_series.format(method=method) if name.startswith(VLLM) else name
         mine = sorted((r for r in rows if r["drafter"] == name), key=lambda r: r["batch"])
         fig.add_trace(go.Scatter(
-            x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine], name=name, mode="lines+markers",
-            line={"color": color[name], "width": 3 if name == BASELINE else 2.5,
-                  "dash": "dash" if "auto" in name else "solid"},
-            hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + name + "</extra>"), 1, 1)
+            x=[r["batch"] for r in mine], y=[r["tokens_per_s"] for r in mine], name=label, mode="lines+markers",
+            line={"color": color[name], "width": 3 if method == BASELINE else 2.5,
+                  "dash": "dot" if name.startswith(VLLM) else "dash" if "auto" in name else "solid"},
+            marker={"symbol": "diamond-open" if name.startswith(VLLM) else "circle"},
+            hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + label + "</extra>"), 1, 1)
     top = max(r["tokens_per_s"] for r in rows)
     smallest = min(r["batch"] for r in rows)
     for i, (name, batch) in enumerate((result.get("batch_crossover") or {}).items()):

