@@ -58,6 +58,7 @@ from transformers.cache_utils import DynamicCache
 from core.errors import UserError
 from core.files import write_atomic
 from core.models.fingerprint import target_fingerprint
+from core.runtime.head import cheap_head
 from core.train.chat_prompts import chat_prompt, prompt_count
 from core.train.corpus import SOURCES, Source, build_corpus
 from core.train.features import DrafterData
@@ -186,19 +187,29 @@ def plan_shard(settings: PipelineSettings, shard: int, streams: list[torch.Tenso
 class Head:
     """The target's LM head, applied a few hundred rows at a time.
 
-    With ``rescore`` > 0 the logits of all V tokens are computed in bfloat16 (several times
-    faster on CPUs with bf16 matrix units, as on GPUs) only to pick ``rescore`` candidates,
-    whose logits are then recomputed in float32 from the target's own weights: the top-k ids,
-    and so the greedy token, are the float32 head's (unless a true top-k token ranked below
-    ``rescore`` in bf16, which a margin of 64 makes vanishingly rare); the log-normaliser comes
-    from the bf16 logits (probabilities off by ~1% relative; the trainers renormalise the
-    top-k law, which cancels it). ``rescore`` = 0: everything in float32.
+    With ``rescore`` > 0 the logits of all V tokens are computed by a cheaper, lower-precision
+    product only to pick ``rescore`` candidates, whose logits are then recomputed in float32 from
+    the target's own weights: the top-k ids, and so the greedy token, are the float32 head's (unless
+    a true top-k token ranked below ``rescore`` in the cheap product, which a margin of 64 makes
+    vanishingly rare); the log-normaliser comes from the cheap logits (probabilities off by ~1%
+    relative at most; the trainers renormalise the top-k law, which cancels it). The cheap product
+    is the one the engine's greedy head takes on this machine (``core.runtime.head.cheap_head``:
+    bf16 where the CPU has bf16 units, fbgemm's fp16 GEMM on AVX2 alone -- there bf16 is emulated
+    and 4-5x slower than fp16 on Gemma's 262k-row head) and bf16 on a GPU; the float32 head where
+    neither pays. ``rescore`` = 0: everything in float32. ``route`` names the product taken.
     """
 
     def __init__(self, model, rescore: int):
         weight = model.get_output_embeddings().weight  # [V, H]
         self.weight = weight.float()  # the same tensor on CPU (fp32 there), a float32 copy on CUDA
-        self.low = weight.to(torch.bfloat16) if rescore else None
+        self.low, self.route = None, "float32"
+        if rescore and weight.device.type == "cpu":
+            cheap = cheap_head(self.weight)
+            if cheap is not None:
+                self.low, self.route = cheap.product, cheap.route
+        elif rescore:
+            low = weight.to(torch.bfloat16)
+            self.low, self.route = (lambda h: h.to(torch.bfloat16) @ low.T), "bf16"
         self.rescore = min(rescore, weight.shape[0])
         config = model.config.get_text_config()
         self.softcap = getattr(config, "final_logit_softcapping", None)
@@ -219,7 +230,7 @@ class Head:
                 lse = torch.logsumexp(logits, dim=-1, keepdim=True)
                 candidates = None
             else:
-                approx = self._cap((rows.to(torch.bfloat16) @ self.low.T).float())  # [r, V]
+                approx = self._cap(self.low(rows.float()).float())  # [r, V]
                 lse = torch.logsumexp(approx, dim=-1, keepdim=True)
                 candidates = torch.topk(approx, self.rescore, dim=-1).indices  # [r, C]
                 del approx
@@ -527,7 +538,8 @@ def _make_shard(target, settings: PipelineSettings, run: RunOptions, folder: Pat
     )
     seconds = time.perf_counter() - start
     write_atomic(shard_path(folder, index), lambda tmp: save_file(
-        tensors, str(tmp), metadata={"shard": str(index), "seconds": f"{seconds:.2f}", "device": str(target.device)}))
+        tensors, str(tmp), metadata={"shard": str(index), "seconds": f"{seconds:.2f}", "device": str(target.device),
+                                        "head": head.route}))
     progress.done += settings.shard_positions
     progress.made += settings.shard_positions
     log(f"shard {index + 1}/{n_shards}: {len(plans) - distilled} text + {distilled} distilled sequences in "
