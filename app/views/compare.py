@@ -109,25 +109,28 @@ def seconds_left(requests: list[DecodeRequest], rounds: int, comparison: Compari
     as long as the same set-up's earlier runs (else the baseline's, else one one-token forward
     ``forward_s`` per token), a warm-up one forward per token. None with nothing measured yet."""
     c = comparison
-    if c is not None and c.setups and c.baseline.results:
+    measured = c is not None and bool(c.setups) and bool(c.baseline.results)
+    if measured:
         forward_s = c.forward_s
     elif c is not None and c.curve is not None:
         forward_s = c.curve.forward_s
     if not forward_s:
         return None
-    setups = {} if c is None else {s.request: s for s in c.setups}
-    warmed = 0 if c is None else len(c.setups) + len(c.skipped)
-    baseline_wall = statistics.median(c.baseline.walls) if c is not None and c.setups and c.baseline.results else None
-    left = sum(min(WARMUP_TOKENS, r.max_new_tokens) * forward_s for r in requests[warmed:])
-    for request in requests:
-        if c is not None and warmed >= len(requests) and request not in setups:
-            continue  # skipped in the warm-up
+    setups = {s.request: s for s in c.setups} if c is not None else {}
+    warmed = len(c.setups) + len(c.skipped) if c is not None else 0
+    baseline_s = statistics.median(c.baseline.walls) if measured else None
+
+    def run_s(request: DecodeRequest) -> float:
         setup = setups.get(request)
-        done = len(setup.results) if setup is not None else 0
-        walls = setup.walls if setup is not None and setup.results else []
-        per_run = statistics.median(walls) if walls else baseline_wall or request.max_new_tokens * forward_s
-        left += max(0, rounds - done) * per_run
-    return left
+        if setup is not None and setup.results:
+            return statistics.median(setup.walls)
+        return baseline_s or request.max_new_tokens * forward_s
+
+    warmups = sum(min(WARMUP_TOKENS, r.max_new_tokens) * forward_s for r in requests[warmed:])
+    if warmed >= len(requests):  # the warm-up is over: a request without a set-up was skipped in it
+        requests = [r for r in requests if r in setups]
+    done = {r: len(setups[r].results) if r in setups else 0 for r in requests}
+    return warmups + sum(max(0, rounds - done[r]) * run_s(r) for r in requests)
 
 
 def duration(seconds: float, lang: str) -> str:
