@@ -1,7 +1,8 @@
 """The lab's side of the vLLM runner (``core.vllm.client``, ``core.vllm.env``), without vLLM: the
 runner script itself is run as a real subprocess under the lab's own Python, where ``import vllm``
-fails, so framing, error answers and shutdown are exercised; tests/test_vllm.py (``SDLAB_VLLM=1``)
-runs it in the vLLM environment."""
+fails, so framing, error answers and shutdown are exercised, and ``vllm serve`` (``core.vllm.serve``)
+exits at once; tests/test_vllm.py and tests/test_vllm_serve.py (``SDLAB_VLLM=1``)
+run it and the server in the vLLM environment."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import pytest
 from core.errors import UserError
 from core.vllm import env
 from core.vllm.client import SpecCounters, VllmError, VllmRunner, runner_env
+from core.vllm.serve import serve, serve_env
 
 
 @pytest.fixture
@@ -63,6 +65,31 @@ def test_threads_are_bound_to_the_first_cores_and_the_labs_path_does_not_leak(mo
     assert variables["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and variables["OMP_NUM_THREADS"] == "2"
     assert variables["VLLM_CPU_KVCACHE_SPACE"] == "1.5" and variables["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert "PYTHONPATH" not in variables
+
+
+def test_serve_without_the_venv_is_refused_with_the_setup_command(tmp_path, monkeypatch):
+    monkeypatch.setenv(env.VENV_VARIABLE, str(tmp_path / "absent"))
+    with pytest.raises(UserError, match="python -m core vllm setup"):
+        with serve("assets/tiny/target"):
+            pass
+
+
+def test_a_server_that_exits_while_loading_is_an_error_with_its_last_lines(fake_venv, tmp_path):
+    """The lab's Python has no vLLM: ``vllm serve`` exits at once; the error quotes its log, and its
+    process group is gone."""
+    with pytest.raises(VllmError, match=r"(?s)exited \(status 1\) before it was ready.*No module named 'vllm'"):
+        with serve("assets/tiny/target", log_file=tmp_path / "serve.log"):
+            pass
+    assert "No module named 'vllm'" in (tmp_path / "serve.log").read_text()
+
+
+def test_serve_keeps_the_runners_threads_and_kv_pool(monkeypatch):
+    """vllm serve's engine core is a process of its own whatever the flag says, so the flag is not set."""
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    variables = serve_env(2)
+    assert variables["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and variables["OMP_NUM_THREADS"] == "2"
+    assert "VLLM_CPU_KVCACHE_SPACE" in variables and "PYTHONPATH" not in variables
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in variables
 
 
 def test_threads_beyond_the_machine_are_refused(fake_venv):

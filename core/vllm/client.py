@@ -89,7 +89,12 @@ def runner_env(threads: int, kv_cache_gib: float) -> dict[str, str]:
     return variables
 
 
-def _die_with_parent() -> None:
+def check_threads(threads: int) -> None:
+    if not 1 <= threads <= (os.cpu_count() or 1):
+        raise UserError(f"vLLM threads must be between 1 and the machine's {os.cpu_count()} cores (got {threads})")
+
+
+def die_with_parent() -> None:
     """In the runner, before it starts (Linux): a SIGTERM when the lab's process dies, so a killed bench
     or test leaves no vLLM behind, even one still loading (which reads no stdin to see the end)."""
     if sys.platform.startswith("linux"):
@@ -106,8 +111,7 @@ class VllmRunner:
                  log_file: str | Path | None = None):
         if not env.ready():
             raise UserError(env.missing_reason())
-        if not 1 <= threads <= (os.cpu_count() or 1):
-            raise UserError(f"vLLM threads must be between 1 and the machine's {os.cpu_count()} cores (got {threads})")
+        check_threads(threads)
         self.model, self.speculative_config = str(model), speculative_config
         self.threads = threads
         self.max_model_len, self.max_num_seqs = max_model_len, max_num_seqs
@@ -122,7 +126,7 @@ class VllmRunner:
         self.process = subprocess.Popen(
             [str(env.python()), str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             env=runner_env(self.threads, self.KV_CACHE_GIB), text=True, encoding="utf-8", bufsize=1,
-            preexec_fn=_die_with_parent)
+            preexec_fn=die_with_parent)
         if log is not subprocess.DEVNULL:
             log.close()  # the child holds its own descriptor
         self._lines: queue.Queue[str | None] = queue.Queue()
