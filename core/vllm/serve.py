@@ -130,7 +130,8 @@ def wait_healthy(server: Server, timeout_s: float) -> None:
 
 def stop(process: subprocess.Popen) -> None:
     """SIGTERM to the server's process group (the server and its engine core), SIGKILL to what is left
-    after ``STOP_TIMEOUT_S``."""
+    after ``STOP_TIMEOUT_S``; returns once no process of the group is left (or after another
+    ``STOP_TIMEOUT_S``)."""
     group = process.pid  # start_new_session: the server leads its own group
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGTERM)
@@ -141,6 +142,13 @@ def stop(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)  # whatever of the group is still there
     process.wait()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:  # until the killed engine core has been reaped too
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
