@@ -7,15 +7,23 @@ step-by-step.png, compare.png, classroom.png, worth-it.png, batch-size.png (the 
 sweep), replay.png (and step-by-step-en.png, step-by-step-eagle3.png, monitor.png: the Production
 monitor on the app's own /metrics over all of it), serving.png. ``--only serving`` takes serving.png alone,
 ``--only batch`` batch-size-<preset>.png (``--preset`` picks the model it runs on).
+``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
+and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's core (--only vllm-serve), run as a script
 
 from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
+from vllm_serving import export_drafter, tiny_server, watch_requests
+
+from core.models.prompts import load_prompts
 
 TRACES = ROOT / "assets" / "traces"
 STEP_PROMPT = "It is a truth universally acknowledged"
@@ -54,8 +62,21 @@ def take_batch(page, out: Path, name: str) -> None:
     print(out / f"{name}.png")
 
 
+def take_vllm_serve(out: Path) -> None:
+    """All 16 held-out prompts (the test sends 8): more windows in the picture. Prints the page's summary
+    beside what vLLM's /metrics counted."""
+    with tempfile.TemporaryDirectory() as folder, browser_page() as page:
+        with tiny_server(export_drafter(Path(folder) / "eagle3")) as server:
+            watched = watch_requests(page, server, screenshot=out / "monitor-vllm-serve.png", prompts=load_prompts())
+    print(out / "monitor-vllm-serve.png")
+    print(f"the page: {watched.summary}\n/metrics: {watched.metrics.summary()}")
+
+
 def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
+    if only == "vllm-serve":
+        take_vllm_serve(out)
+        return
     with running_app(preset, timeout_s=300) as url, browser_page() as page:
         open_app(page, url)
         if only == "serving":
@@ -144,7 +165,7 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--only", choices=["serving", "batch"],
+    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve"],
                         help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()
