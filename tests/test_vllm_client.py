@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from core.cli import main
 from core.errors import UserError
 from core.vllm import env
 from core.vllm.client import SpecCounters, VllmError, VllmRunner, runner_env
@@ -72,6 +73,13 @@ def test_serve_without_the_venv_is_refused_with_the_setup_command(tmp_path, monk
     with pytest.raises(UserError, match="python -m core vllm setup"):
         with serve("assets/tiny/target"):
             pass
+
+
+def test_the_serve_command_without_the_venv_says_how_to_set_it_up(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(env.VENV_VARIABLE, str(tmp_path / "absent"))
+    assert main(["vllm", "serve", "--preset", "tiny"]) == 2
+    assert "python -m core vllm setup" in capsys.readouterr().err
+    assert not (tmp_path / "exports").exists()  # refused before exporting anything
 
 
 def test_a_server_that_exits_while_loading_is_an_error_with_its_last_lines(fake_venv, tmp_path):

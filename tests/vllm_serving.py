@@ -18,6 +18,7 @@ from app_driver import open_app, open_tab, plot, set_language
 from app_server import running_app
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.cli import main
 from core.models.loading import resolve_preset
 from core.models.prompts import load_prompts
 from core.vllm.serve import Server, serve
@@ -90,8 +91,6 @@ def settled(server: Server, timeout_s: float = 30.0) -> Counters:
 
 def export_drafter(out: Path) -> Path:
     """The tiny target's EAGLE-3 in vLLM's layout, by the lab's own command."""
-    from core.cli import main
-
     assert main(["export", "--drafter", "eagle3", "--preset", "tiny", "--format", "vllm", str(out)]) == 0
     return out
 

@@ -78,7 +78,7 @@ def run_serve(args) -> int:
         raise UserError(env.missing_reason())
     spec = method(args.method, args.preset, args.k)
     target = resolve_preset(args.preset).target
-    print(f"vLLM: loading {target} with {spec.label} (about a minute for tiny on 2 cores; its log: {args.log})",
+    print(f"vLLM: loading {target} with {spec.label} (a minute or two for tiny on 2 cores; its log: {args.log})",
           file=sys.stderr, flush=True)
     try:
         with serve(target, spec.speculative_config(), threads=args.threads, port=args.port,
