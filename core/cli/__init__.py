@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     serve_metrics.add_arguments(sub.add_parser("serve-metrics", help="decode prompts in a loop and serve their "
                                                                      "/metrics in vLLM's names"))
     vllm_cli.add_arguments(sub.add_parser("vllm", help="vLLM as oracle and peer: setup (its own venv), status, "
-                                                       "compare (text and counters against the lab)"))
+                                                       "compare (text and counters against the lab), "
+                                                       "serve (vllm serve on loopback)"))
     commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
