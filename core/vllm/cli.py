@@ -84,7 +84,8 @@ def run_serve(args) -> int:
         with serve(target, spec.speculative_config(), threads=args.threads, port=args.port,
                    log_file=args.log) as server:
             print(f"vLLM serves {server.model} ({spec.label}) at {server.url}: OpenAI API {server.url}/v1/completions,"
-                  f" metrics {server.metrics_url} (the app's Production monitor reads it). Ctrl-C stops it.", flush=True)
+                  f" metrics {server.metrics_url} (the app's Production monitor reads it). Ctrl-C stops it.",
+                  flush=True)
             status = server.process.wait()
     except VllmError as e:
         print(f"error: {e}", file=sys.stderr)
