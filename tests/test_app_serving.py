@@ -170,6 +170,35 @@ def figure(page, elem_id: str, condition_js: str = "true") -> dict:
     return page.evaluate(FIGURE_JS, elem_id)
 
 
+LABEL_CLASHES_JS = """id => {
+  const box = e => e.getBoundingClientRect(), meets = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5
+      && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  const root = document.querySelector('#' + id + ' .js-plotly-plot');
+  const areas = Array.from(root.querySelectorAll('.draglayer .nsewdrag')).map(r => [r.parentNode.classList[0], box(r)]);
+  const labels = [];
+  for (const sub of root.querySelectorAll('.cartesianlayer .subplot')) {
+    const name = Array.from(sub.classList).find(c => c !== 'subplot');
+    for (const axis of ['x', 'y']) {
+      for (const text of sub.querySelectorAll('.' + axis + 'axislayer-above text')) {  // .xtick, .x2tick, ...
+        const r = box(text);
+        if (r.width > 0) labels.push([name + axis, name, text.textContent, r]);
+      }
+    }
+  }
+  const clashes = [];
+  for (const [i, [axis, sub, text, r]] of labels.entries()) {
+    for (const [other, s, t, q] of labels.slice(i + 1)) if (other !== axis && meets(r, q)) clashes.push([text, t]);
+    for (const [s, q] of areas) if (s !== sub && meets(r, q)) clashes.push([text, s]);
+  }
+  return {labels: labels.length, clashes: clashes}; }"""
+
+
+def label_clashes(page, elem_id: str) -> dict:
+    """The tick labels of each grid in ``#elem_id`` that run into another axis's labels or into
+    another grid's plotting area (``clashes``), and how many labels there are."""
+    return page.evaluate(LABEL_CLASHES_JS, elem_id)
+
+
 def press_step(page, n: int) -> str:
     page.click("#serve-step")
     page.wait_for_function(f"document.querySelector('#serve-status').innerText.includes('第 {n} 步')",
@@ -200,6 +229,9 @@ def test_browser_steps_the_serving_view(preset):
         kv = figure(page, "serve-kv", "f.titles.length > 0")
         assert masks["heatmaps"] == 2
         assert sum("目标" in t for t in kv["titles"]) == 2 and sum("草稿" in t for t in kv["titles"]) == 2
+        for elem_id in ("serve-masks", "serve-kv"):  # one grid's row and column labels clear of the others
+            clashes = label_clashes(page, elem_id)
+            assert clashes["labels"] >= 8 and not clashes["clashes"], (elem_id, clashes)
         n = 1
         while "请求 #1 完成" not in status:
             n += 1
