@@ -83,48 +83,8 @@ def test_step_by_step_says_why_it_drafted_that_much(page):
     numbers.locator("summary").click()
     page.wait_for_function("document.querySelector('#step-sentence details').open")
     assert "毫秒" in numbers.inner_text() and "倍" in numbers.inner_text()
-
-    # a language switch mid-run: Play goes on in the new language, and the run's sentence, plots'
-    # titles, status and (once stopped) summary follow each switch
-    page.click("#play-btn")
-    wait_for_plot(page, "step-live", f"p.data[0].x.length > {live_steps(page)}", 60_000)
-    set_language(page, "English")
-    page.wait_for_function("document.querySelector('#step-status').innerText.includes('target forwards')",
-                           timeout=60_000)
-    page.click("#pause-btn")  # then wait until Play has drawn its last step, in either language
-    page.wait_for_function(f"{SETTLED}.some(w => document.querySelector('#step-status').innerText.includes(w))",
-                           timeout=60_000)
-    drawn = live_steps(page)
-    assert "target forwards" in page.inner_text("#step-status")
-    page.wait_for_function("n => document.querySelector('#step-sentence').innerText.includes('Step ' + n + ':')",
-                           arg=drawn, timeout=60_000)
-    assert f"Draft tree of step {drawn}" in plot(page, "step-tree")["title"]
-    assert plot(page, "step-kv")["title"].startswith(f"Step {drawn}:")
-    assert {t["name"] for t in plot(page, "step-live")["data"]} >= {"this step", "running"}
-    page.click("#stop-btn")
-    page.wait_for_function("document.querySelector('#step-summary').innerText.includes('Acceptance rate')",
-                           timeout=60_000)
-    assert not broken_words(page, "step-summary")  # not "Accepta / nce rate"
-    set_language(page, "中文")
-    page.wait_for_function("document.querySelector('#step-summary').innerText.includes('接受率')", timeout=60_000)
-    drawn = live_steps(page)
-    assert "已结束" in page.inner_text("#step-status")
-    page.wait_for_function("n => document.querySelector('#step-sentence').innerText.includes('第 ' + n + ' 步')",
-                           arg=drawn, timeout=60_000)
-    assert f"第 {drawn} 步的草稿树" in plot(page, "step-tree")["title"]
-    assert {t["name"] for t in plot(page, "step-live")["data"]} >= {"本步", "累计"}
-    assert not broken_words(page, "step-summary")
     page.locator("#step-auto input").set_checked(False)
     page.click("#reset-btn")
-
-
-SETTLED = "['ready', 'done', '可以继续', '已结束']"  # a run's status once Play has stopped
-
-
-def live_steps(page) -> int:
-    """How many steps the live plot shows."""
-    data = (plot(page, "step-live") or {}).get("data") or [{}]
-    return len(data[0].get("x") or [])
 
 
 def broken_words(page, elem_id: str) -> list[str]:
@@ -179,6 +139,10 @@ def test_compare_three_drafters(page):
 
 
 def test_classroom_and_language_switch(page):
+    open_tab(page, "step")  # a Step-by-step run in the middle, for the language switch below
+    page.click("#reset-btn")
+    page.wait_for_function("!document.querySelector('#step-status').innerText.trim()")
+    step(page, 2)
     open_tab(page, "classroom")
     assert "目标模型单独生成" in page.inner_text("#lesson-caption")
     page.click("#lesson-next")
@@ -232,8 +196,22 @@ def test_classroom_and_language_switch(page):
     assert "Acceptance rate" in page.inner_text("#lesson-notes")
     assert "Step 2" in page.inner_text("#lesson-sentence")
     shot(page, "classroom-en")
+    open_tab(page, "step")  # the run switched in the middle: its sentence, plots' titles and status
+    assert "Step 2:" in page.inner_text("#step-sentence") and "ready" in page.inner_text("#step-status")
+    assert "Draft tree of step 2" in plot(page, "step-tree")["title"]
+    assert plot(page, "step-kv")["title"].startswith("Step 2:")
+    assert {t["name"] for t in plot(page, "step-live")["data"]} >= {"this step", "running"}
+    page.click("#stop-btn")
+    page.wait_for_function("document.querySelector('#step-summary').innerText.includes('Acceptance rate')")
+    assert not broken_words(page, "step-summary")  # not "Accepta / nce rate"
     set_language(page, "中文")
     page.wait_for_function("document.querySelector('#tab-classroom-button').innerText.includes('课堂')")
+    page.wait_for_function("document.querySelector('#step-summary').innerText.includes('接受率')")  # and back
+    assert "第 2 步" in page.inner_text("#step-sentence") and "已结束" in page.inner_text("#step-status")
+    assert "第 2 步的草稿树" in plot(page, "step-tree")["title"]
+    assert {t["name"] for t in plot(page, "step-live")["data"]} >= {"本步", "累计"}
+    assert not broken_words(page, "step-summary")
+    page.click("#reset-btn")
 
 
 @contextlib.contextmanager
