@@ -159,16 +159,16 @@ TEXT: dict[str, tuple[str, str]] = {
                       "This step: {right} of {total} right; so far **{all_right} of {all_total}**"),
     "predict.done": ("这次运行已经结束：在第二部分按“重置”可以重新开始", "this run is over: press Reset in part 2 "
                      "to start again"),
-    "predict.batch_q": ("**再猜一个：**同时服务很多请求时（批大小 {batch}），{drafter} 还能加速吗？",
+    "predict.batch_q": ("**再猜一个**：同时服务很多请求时（批大小 {batch}），{drafter} 还能加速吗？",
                         "**One more guess:** serving many requests at once (batch {batch}), does {drafter} still "
                         "speed things up?"),
     "predict.your_guess": ("你的答案", "Your answer"),
     "predict.yes": ("能", "yes"),
     "predict.no": ("不能", "no"),
-    "predict.batch_yes": ("**能。**实测在批大小 {batch} 时 {drafter} 是普通解码的 {speedup:.2f} 倍（{source}）。",
+    "predict.batch_yes": ("**能**。实测在批大小 {batch} 时 {drafter} 是普通解码的 {speedup:.2f} 倍（{source}）。",
                           "**Yes.** Measured at batch {batch}, {drafter} ran {speedup:.2f}× plain decoding "
                           "({source})."),
-    "predict.batch_no": ("**不能。**实测在批大小 {batch} 时 {drafter} 只有普通解码的 {speedup:.2f} 倍（{source}）："
+    "predict.batch_no": ("**不能**。实测在批大小 {batch} 时 {drafter} 只有普通解码的 {speedup:.2f} 倍（{source}）："
                          "批很大时，目标的一次前向已经在算很多 token，验证草稿的额外 token 不再“免费”。",
                          "**No.** Measured at batch {batch}, {drafter} ran at {speedup:.2f}× plain decoding "
                          "({source}): with a large batch one target forward already computes many tokens, so "

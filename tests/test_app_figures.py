@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import string
 import time
+import unicodedata
 from dataclasses import replace
 from pathlib import Path
 
@@ -546,6 +547,26 @@ def test_every_text_exists_in_both_languages_with_the_same_fields():
     for key, (zh, en) in TEXT.items():
         assert zh and en, key
         assert names(zh) == names(en), key
+
+
+def test_bold_closes_where_markdown_can_close_it():
+    """A closing ``**`` right after punctuation and right before a letter (``**能。**实测``) is not a
+    closer in Markdown: the page shows the asterisks. Every text's bold closes after a letter or
+    before a space or punctuation."""
+    def unclosed(text: str) -> list[str]:
+        found = []
+        for line in text.split("\n"):
+            marks = [m.start() for m in re.finditer(r"\*\*", line)]
+            for pos in marks[1::2]:  # the closers
+                before, after = line[pos - 1], line[pos + 2:pos + 3] or " "
+                if unicodedata.category(before)[0] == "P" and not after.isspace() \
+                        and unicodedata.category(after)[0] not in "PS":
+                    found.append(line[max(0, pos - 10):pos + 5])
+        return found
+
+    assert [(key, bad) for key, texts in TEXT.items() for text in texts for bad in unclosed(text)] == []
+    for lesson in ("zh", "en"):
+        assert unclosed((ROOT / "assets" / "lesson" / f"{lesson}.md").read_text(encoding="utf-8")) == []
 
 
 def test_english_counts_of_one_are_singular():
