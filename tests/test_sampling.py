@@ -86,7 +86,8 @@ def sample_pairs(prompt, drafter, **shape):
         pytest.param("It is a truth", "draft", {"tree": "2x2"}, marks=pytest.mark.slow),  # hybrid checks trees
         pytest.param("one two three one two three one two", "ngram", {"k": 2},  # the rule draft k=2 checks
                      marks=pytest.mark.slow),
-        ("It is a truth", "draft", {"k": "auto"}),  # the goodput controller prunes the chain
+        pytest.param("It is a truth", "draft", {"k": "auto"},  # the goodput controller prunes the chain
+                     marks=pytest.mark.slow),
         ("one two three one two three one two", "hybrid", {"tree": "2x3", "eagle_nodes": 6}),
     ],
 )
