@@ -6,6 +6,7 @@ run it and the server in the vLLM environment."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 
@@ -112,3 +113,18 @@ def test_spec_counters_read_vllms_names():
     assert SpecCounters.of(metrics) == SpecCounters(drafts=19, draft_tokens=57, accepted_tokens=22,
                                                     accepted_per_position=[11, 6, 5])
     assert SpecCounters.of({}) == SpecCounters()
+
+
+@pytest.mark.parametrize("model_type, refusal", [
+    ("gemma3_text", "no EAGLE-3 interface"),  # vLLM 0.32 refuses it (docs/export.md)
+    ("llama", "no exportable EAGLE-3 (eagle3-reference)"),  # nothing next to the target to export
+])
+def test_an_eagle3_vllm_cannot_run_is_refused_with_its_reason_and_no_path(tmp_path, model_type, refusal):
+    from core.vllm.oracle import method
+
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"model_type": model_type}))
+    with pytest.raises(UserError, match=re.escape(refusal)) as refused:
+        method("eagle3", str(target))
+    assert str(tmp_path) not in str(refused.value)  # the bench table quotes it: no machine path
