@@ -1,5 +1,7 @@
 """The verify-cost curve with and without the body's packed Linear layers (``core.runtime.kernels``), in one
-process: measured first with plain ``F.linear`` everywhere, then again after packing.
+process: measured first with plain ``F.linear`` everywhere, then after packing, with the packed copy
+taken from ``PACK_FROM_ROWS`` rows (the fixed rule before the row count was measured per CPU) and from
+the row count measured on this CPU.
 
     python bench/kernel_ab.py [--preset gemma-270m] [--threads 2] [--repeats 7]
 
@@ -21,7 +23,7 @@ os.environ["SDLAB_PACKED_LINEAR"] = "0"  # load without; packed below
 from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost  # noqa: E402
 from core.models.loading import load_model, resolve_preset  # noqa: E402
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.runtime.kernels import pack_linears  # noqa: E402
+from core.runtime.kernels import PACK_FROM_ROWS, pack_linears  # noqa: E402
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32)
 
@@ -38,11 +40,19 @@ def main() -> None:
     plain = measure_verify_cost({"target": target}, context, SIZES, args.repeats, heads=(True,))["rows"]
     os.environ["SDLAB_PACKED_LINEAR"] = "auto"
     packed_layers = pack_linears(target.model)
+    linears = [m for m in target.model.get_decoder().modules() if hasattr(m, "pack_from_rows")]
+    measured = linears[0].pack_from_rows
     packed = measure_verify_cost({"target": target}, context, SIZES, args.repeats, heads=(True,))["rows"]
-    print(f"{args.preset}, {args.threads} threads, {packed_layers} Linear layers packed\n")
-    print("| n | F.linear ms | ratio | packed ms | ratio |\n|---|---|---|---|---|")
-    for a, b in zip(plain, packed):
-        print(f"| {a['n']} | {a['ms']:.1f} | {a['verify_ratio']:.2f} | {b['ms']:.1f} | {b['verify_ratio']:.2f} |")
+    for m in linears:
+        m.pack_from_rows = PACK_FROM_ROWS
+    fixed = measure_verify_cost({"target": target}, context, SIZES, args.repeats, heads=(True,))["rows"]
+    print(f"{args.preset}, {args.threads} threads, {packed_layers} Linear layers packed, "
+          f"packed from {measured} row(s) on this CPU\n")
+    print(f"| n | F.linear ms | ratio | packed from {PACK_FROM_ROWS} rows ms | ratio | packed from {measured} ms | ratio |\n"
+          "|---|---|---|---|---|---|---|")
+    for a, b, c in zip(plain, fixed, packed):
+        print(f"| {a['n']} | {a['ms']:.1f} | {a['verify_ratio']:.2f} | {b['ms']:.1f} | {b['verify_ratio']:.2f} "
+              f"| {c['ms']:.1f} | {c['verify_ratio']:.2f} |")
 
 
 if __name__ == "__main__":

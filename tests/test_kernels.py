@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from core import DecodeRequest, build_decoder
-from core.runtime.kernels import PACK_FROM_ROWS, pack_linears
+from core.runtime import kernels
+from core.runtime.kernels import PACK_FROM_ROWS, first_packed_row, pack_linears
 
 
 
@@ -59,3 +60,33 @@ def test_greedy_decoding_through_packed_linears_is_the_target_alone(tiny, monkey
         assert out == reference
     finally:
         _unpack(target.model)
+
+
+@pytest.mark.parametrize("times, first", [
+    ({1: (34.2, 29.8), 2: (61.3, 33.7), 3: (71.2, 34.9)}, 1),  # AMD EPYC, AVX2 only (kernels' docstring)
+    ({1: (15.5, 20.3), 2: (17.0, 21.0), 3: (18.5, 21.8)}, PACK_FROM_ROWS),  # Xeon with AMX
+    ({1: (15.0, 20.0), 2: (30.0, 21.0), 3: (31.0, 22.0)}, 2),
+    ({1: (30.0, 20.0), 2: (21.0, 22.0), 3: (31.0, 22.0)}, 3),  # faster from 3 on only: not at 1
+])
+def test_the_packed_copy_is_taken_from_the_row_count_where_it_is_faster_from_then_on(times, first):
+    assert first_packed_row(times) == first
+
+
+def test_a_packed_body_times_its_row_count_on_this_cpu(random_llama, monkeypatch):
+    monkeypatch.setenv("SDLAB_PACKED_LINEAR", "auto")
+    monkeypatch.setattr(kernels, "MIN_PACKED_PARAMS", 0)
+    model = copy.deepcopy(random_llama)
+    measured = []
+    monkeypatch.setattr(kernels, "first_packed_row", lambda times: measured.append(times) or 2)
+    assert pack_linears(model) == len(_linears(model))
+    assert sorted(measured[0]) == list(range(1, PACK_FROM_ROWS))  # both ways at every count below the default
+    assert {m.pack_from_rows for m in _linears(model)} == {2}
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape) or real(*a))
+    with torch.inference_mode():
+        model(torch.arange(3, 4)[None])
+        assert not calls
+        expected = random_llama(torch.arange(3, 5)[None]).logits
+        torch.testing.assert_close(model(torch.arange(3, 5)[None]).logits, expected, atol=1e-5, rtol=1e-5)
+    assert len(calls) == len(_linears(model))

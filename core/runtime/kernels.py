@@ -1,19 +1,27 @@
 """Faster exact kernels for a float32 decoder body on CPU: its Linear layers, by number of rows.
 
-A verify runs the body over n query tokens at once. For one row, the weights are read once and
-MKL's sgemm (``F.linear``) is the fastest path on these CPUs; from a few rows on, the same float32
-product through a weight that oneDNN has reordered once for its own kernels is faster. Measured
-on 2 idle cores of a Xeon (the 18 layers of Gemma 3 270M, weights not in cache; ms for all of
-them): 1 row 15.5 (``F.linear``) vs 20.3 (packed), 3 rows 18.5 vs 21.8, 4 rows 25.2 vs 22.7,
-5 rows 26.1 vs 23.2, 8 rows 31.1 vs 26.0, 25 rows 43.3 vs 35.9. So each large Linear of the
-body keeps its weight and gains a packed copy, and takes the packed one from ``PACK_FROM_ROWS``
-rows on (prefills included). Both are float32 products with float32 sums; they differ only in
-the order of the sums (~1e-6 relative), as any two GEMM kernels -- or one kernel at two row
-counts -- do.
+A verify runs the body over n query tokens at once. Each large Linear of the body keeps its weight
+and gains a copy that oneDNN has reordered once for its own kernels; a product of a few rows
+may be faster through either, and which depends on the CPU. Measured on 2 idle cores (the 18
+layers of Gemma 3 270M, ms for all their Linear layers):
+
+| rows | 1 | 2 | 3 | 4 | 5 | 8 |
+|---|---|---|---|---|---|---|
+| Xeon with AMX, ``F.linear`` (MKL sgemm) | 15.5 | | 18.5 | 25.2 | 26.1 | 31.1 |
+| Xeon with AMX, packed | 20.3 | | 21.8 | 22.7 | 23.2 | 26.0 |
+| AMD EPYC, AVX2 only, ``F.linear`` | 34.2 | 61.3 | 71.2 | 64.9 | 58.6 | 59.1 |
+| AMD EPYC, AVX2 only, packed | 29.8 | 33.7 | 34.9 | 35.9 | 37.1 | 41.5 |
+
+So the row count from which the packed copy is taken is measured when the model is packed
+(``packed_from_rows``: 1 to ``PACK_FROM_ROWS`` rows, each way over every packed Linear, by the
+lab's one timer; about a second for Gemma 3 270M), and prefills always take it. Both are float32
+products with float32 sums; they differ only in the order of the sums (~1e-6 relative), as any two
+GEMM kernels -- or one kernel at two row counts -- do.
 
 The copy doubles the body's weight memory (Gemma 3 270M: +400 MB), so small models (under
 ``MIN_PACKED_PARAMS`` in the body's Linear layers, e.g. ``tiny``) are left alone.
-``SDLAB_PACKED_LINEAR=0`` turns it off, ``=1`` on for any float32 CPU model (tests).
+``SDLAB_PACKED_LINEAR=0`` turns it off, ``=1`` on for any float32 CPU model from ``PACK_FROM_ROWS``
+rows, untimed (tests).
 """
 from __future__ import annotations
 
@@ -23,8 +31,11 @@ import types
 import torch
 import torch.nn.functional as F
 
-PACK_FROM_ROWS = 4  # F.linear is faster below this many rows (measured above)
+from core.cost.timing import time_interleaved
+
+PACK_FROM_ROWS = 4  # from here on the packed copy was the faster on every CPU measured (above)
 MIN_PACKED_PARAMS = 32_000_000
+ROWS_REPEATS = 3  # interleaved timings of each way at each row count, after a warm-up; the median counts
 
 
 def pack_linears(model: torch.nn.Module) -> int:
@@ -43,15 +54,59 @@ def pack_linears(model: torch.nn.Module) -> int:
         try:
             with torch.no_grad():
                 module.packed_weight = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach(), None)
-                _forward(module, torch.zeros(PACK_FROM_ROWS, module.in_features))  # can this CPU run it?
+                _packed(module, torch.zeros(PACK_FROM_ROWS, module.in_features))  # can this CPU run it?
         except (RuntimeError, AttributeError):  # a torch build without oneDNN's linear
             break
+        module.pack_from_rows = PACK_FROM_ROWS
         module.forward = types.MethodType(_forward, module)
         packed += 1
+    if packed and switch != "1":
+        rows = measured_pack_from_rows(linears[:packed])
+        for module in linears[:packed]:
+            module.pack_from_rows = rows
     return packed
 
 
-def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    if torch.is_grad_enabled() or x.numel() < PACK_FROM_ROWS * x.shape[-1]:
-        return F.linear(x, self.weight, self.bias)
+def measured_pack_from_rows(linears: list[torch.nn.Linear]) -> int:
+    """The row count from which the packed copies are the faster on this CPU: every Linear of
+    ``linears`` through ``F.linear`` and through its packed copy, at 1 to ``PACK_FROM_ROWS - 1``
+    rows (medians of ``ROWS_REPEATS`` interleaved timings after a warm-up)."""
+    inputs = {rows: {m.in_features: torch.randn(rows, m.in_features) for m in linears}
+              for rows in range(1, PACK_FROM_ROWS)}
+
+    def run(rows: int, packed: bool):
+        def once() -> None:
+            with torch.no_grad():
+                for m in linears:
+                    x = inputs[rows][m.in_features]
+                    if packed:
+                        _packed(m, x)
+                    else:
+                        F.linear(x, m.weight, m.bias)
+        return once
+
+    samples = time_interleaved({(rows, packed): run(rows, packed) for rows in inputs for packed in (False, True)},
+                               ROWS_REPEATS)
+    return first_packed_row({rows: (samples[rows, False].median, samples[rows, True].median) for rows in inputs})
+
+
+def first_packed_row(times: dict[int, tuple[float, float]]) -> int:
+    """The least row count from which the packed product is faster at every measured count,
+    ``times[rows] = (F.linear's, packed)``; ``PACK_FROM_ROWS`` where it is not faster at the last."""
+    first = PACK_FROM_ROWS
+    for rows in sorted(times, reverse=True):
+        plain, packed = times[rows]
+        if packed >= plain:
+            break
+        first = rows
+    return first
+
+
+def _packed(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+
+
+def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    if torch.is_grad_enabled() or x.numel() < self.pack_from_rows * x.shape[-1]:
+        return F.linear(x, self.weight, self.bias)
+    return _packed(self, x)
