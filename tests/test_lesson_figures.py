@@ -237,3 +237,18 @@ def test_the_batch_question_is_answered_by_the_shipped_sweep():
     assert q.speedup == pytest.approx(rows[q.batch, q.drafter] / rows[q.batch, "none"])
     assert q.pays == (q.speedup > 1)
     assert batch_question(None) is None
+
+
+def test_crossover_labels_open_into_the_plot():
+    """A crossover's label runs right of its line, except at the largest batch (left): near the
+    left edge of a log axis a label run leftwards was cut off (the tiny sweep's batch-2 labels)."""
+    import json
+    from pathlib import Path
+
+    from core.studies.batch_size_figure import sweep_figure
+
+    sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu-vllm/bench.json").read_text())
+    sweep["batch_crossover"] = {"ngram": 2, "draft": 16}
+    labels = {t.text[-1]: t.textposition for t in sweep_figure(sweep).data
+              if t.mode == "lines+text" and "stops paying" in t.text[-1]}
+    assert labels == {"ngram stops paying here": "middle right", "draft stops paying here": "middle left"}

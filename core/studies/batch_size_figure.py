@@ -70,7 +70,7 @@ def _throughput(fig: go.Figure, result: dict, text: SweepFigureText, color_of: C
             marker={"symbol": "diamond-open" if name.startswith(VLLM) else "circle"},
             hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + label + "</extra>"), 1, 1)
     top = max(r["tokens_per_s"] for r in rows)
-    smallest = min(r["batch"] for r in rows)
+    largest = max(r["batch"] for r in rows)
     for i, (name, batch) in enumerate((result.get("batch_crossover") or {}).items()):
         if batch is None:
             continue
@@ -79,7 +79,7 @@ def _throughput(fig: go.Figure, result: dict, text: SweepFigureText, color_of: C
         fig.add_trace(go.Scatter(  # a vertical dotted line at the crossover (shapes take log10 x on a log axis)
             x=[batch, batch, batch], y=[0, top, label_at], mode="lines+text", showlegend=False, hoverinfo="skip",
             text=["", "", text.stops_paying.format(drafter=name)],
-            textposition="middle right" if batch == smallest else "middle left",
+            textposition="middle left" if batch == largest else "middle right",  # inside the plot, never cut
             textfont={"size": 11, "color": line_color}, line={"color": line_color, "dash": "dot", "width": 1.5}), 1, 1)
 
 
