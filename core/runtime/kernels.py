@@ -13,8 +13,8 @@ layers of Gemma 3 270M, ms for all their Linear layers):
 | AMD EPYC, AVX2 only, packed | 29.8 | 33.7 | 34.9 | 35.9 | 37.1 | 41.5 |
 
 So the row count from which the packed copy is taken is measured when the model is packed
-(``packed_from_rows``: 1 to ``PACK_FROM_ROWS`` rows, each way over every packed Linear, by the
-lab's one timer; about a second for Gemma 3 270M), and prefills always take it. Both are float32
+(``measured_pack_from_rows``: each way over every packed Linear at 1 to ``PACK_FROM_ROWS - 1``
+rows, by the lab's one timer; about a second for Gemma 3 270M), and prefills always take it. Both are float32
 products with float32 sums; they differ only in the order of the sums (~1e-6 relative), as any two
 GEMM kernels -- or one kernel at two row counts -- do.
 
