@@ -217,6 +217,7 @@ class Session:
     expand_tree: bool = False  # Step by step draws the whole tree, unreached branches unfolded
     monitor: Watch | None = None  # the production monitor's readings
     monitor_cost: float = 0.2  # its draft cost estimate, for endpoints without timings
+    monitor_run: int = 0  # counts Start and Stop presses: a tick that read across one drops its reading
     _dir: Path | None = None
     _traces: int = 0
 

@@ -64,3 +64,49 @@ def test_the_monitor_refuses_a_remote_target(url):
     assert "10.20.30.40" in status and "--allow-remote-monitor" in status
     status, *_ = c.predict("en", url + "metrics", 2, 0.2, api_name="/monitor_start")
     assert "Watching" in status
+
+
+def test_a_tick_that_read_across_a_start_changes_nothing(url):
+    """A poll still reading the last endpoint when Start is pressed again must not overwrite the new
+    start's message (nor bring the old endpoint's plot back): the monitor's CI flake of 2026-12."""
+    import http.server
+    import threading
+
+    text = urllib.request.urlopen(url + "metrics", timeout=10).read()
+    second_read, release = threading.Event(), threading.Event()
+    reads = []
+
+    class SlowMetrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            reads.append(self.path)
+            if len(reads) > 1:  # the start's read answers at once, the tick's waits
+                second_read.set()
+                release.wait(30)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(text)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowMetrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = gradio_client.Client(url, verbose=False)
+        slow = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        status, *_ = c.predict("en", slow, 60, 0.2, api_name="/monitor_start")
+        assert "Watching" in status
+        tick = c.submit("en", api_name="/monitor_tick")
+        assert second_read.wait(30)
+        status, *_ = c.predict("en", url + "config", 60, 0.2, api_name="/monitor_start")
+        assert "Prometheus" in status
+        release.set()
+        status, timer, verdict, summary, plot = tick.result(timeout=30)
+        skipped = {"__type__": "update"}
+        assert status == skipped and verdict == skipped and plot == skipped  # not cleared by the stale tick
+        status, timer, *_ = c.predict("en", api_name="/monitor_tick")
+        assert timer["active"] is False  # no watch since the failed start: the polling stops
+    finally:
+        release.set()
+        server.shutdown()

@@ -116,6 +116,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
         session.monitor_cost = number(cost_value, "mon.cost", lang_value, 0, 10)
         target = str(url_value or "").strip()
         session.monitor = None  # a failed start leaves no plot or verdict of the last endpoint behind
+        session.monitor_run += 1  # a tick still reading the last endpoint then changes nothing (on_tick)
         try:
             first = read(target, policy, lang_value)
         except UserError as e:
@@ -129,17 +130,24 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
 
     def on_tick(lang_value, session):
         session = ensure(session)
-        if session.monitor is None:
+        watch, run = session.monitor, session.monitor_run
+        if watch is None:
             return {timer: gr.Timer(active=False)}
         try:
-            session.monitor.add(read(session.monitor.url, policy, lang_value))
+            reading = read(watch.url, policy, lang_value)
         except UserError as e:  # the server went away: say so and keep polling
-            return {state: session, status: error_markdown(str(e), lang_value)}
+            reading = e
+        if session.monitor_run != run:  # Start or Stop was pressed while this tick read: theirs is the news
+            return {status: gr.skip()}
+        if isinstance(reading, UserError):
+            return {status: error_markdown(str(reading), lang_value)}
+        watch.add(reading)
         return {state: session, status: "", **view.render(session, lang_value)}
 
     @guarded(status)
     def on_stop(lang_value, session):
         session = ensure(session)
+        session.monitor_run += 1
         return {state: session, status: t("mon.stopped", lang_value), timer: gr.Timer(active=False)}
 
     outputs = [state, status, timer, verdict_md, summary_md, plot]
