@@ -139,6 +139,33 @@ def test_tau_and_identity_count_every_repeat():
     assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]
 
 
+def test_sampled_speedups_compare_seconds_per_new_token():
+    """At temperature > 0 two drafters' samples may stop at an end token at different lengths: the
+    speedup compares seconds per new token, and identity is not asked (the χ² test is the check)."""
+    from core.studies.bench import Timing, summarize
+
+    timings = {"none": [[Timing(2.0, [1] * 8)]], "short": [[Timing(0.5, [1] * 4)]]}
+    sampled = summarize(timings, "none", ["p"], sampled=True)["short"]
+    assert sampled["speedup"] == pytest.approx(2.0) and sampled["identical_to_baseline"] is None
+    assert summarize(timings, "none", ["p"])["short"]["speedup"] == pytest.approx(4.0)
+
+
+def test_a_sampled_bench_runs_every_drafter_with_a_seed_per_prompt(prompts_file):
+    config = BenchConfig(drafters=("none", "draft"), prompts_file=str(prompts_file), max_new_tokens=6, repeats=2,
+                         temperature=0.7, threads=1, verify_repeats=1)
+    assert config.request("p", "draft", seed=1).temperature == 0.7
+    result = run_bench(config, log=lambda _: None)
+    from core.studies.bench import markdown_table
+
+    assert result["temperature"] == 0.7 and result["drafters"]["draft"]["tau"] >= 1
+    assert result["drafters"]["draft"]["identical_to_baseline"] is None
+    table = markdown_table(result)
+    assert "temperature 0.7" in table and "| sampled |" in table
+    with pytest.raises(UserError, match="greedy"):
+        run_bench(BenchConfig(drafters=("none",), temperature=0.7, compare_hf=True), log=lambda _: None)
+    assert main(["bench", "--temperature", "-1", "--drafters", "none"]) == 2
+
+
 def test_compare_vllm_without_its_venv_names_the_setup_command(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("SDLAB_VLLM_VENV", str(tmp_path / "absent"))
     assert main(["bench", "--compare-vllm", "--drafters", "none", "--repeats", "1"]) == 2

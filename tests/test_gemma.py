@@ -106,6 +106,27 @@ def test_eagle3_drafts_more_than_one_and_a_half_tokens_per_forward(gemma_target)
     assert result.tau > 1.5
 
 
+SAMPLING_PROMPT = "Write a short poem about"  # Gemma's first two tokens spread over dozens of likely pairs
+
+
+@pytest.mark.parametrize("drafter,options", [("eagle3", {"k": 5}), ("hybrid", {"k": "auto"})])
+def test_sampling_at_the_demos_temperature_follows_gemma(gemma_target, drafter, options):
+    """At temperature 0.7 (the bench's sampled table, the page's slider) the first two tokens of 600
+    seeded speculative runs follow Gemma's exact law (chi-square, as tests/test_sampling.py on tiny)."""
+    from scipy.stats import chisquare
+
+    from tests.sampling_law import binned, exact_joint, sample_pairs
+
+    if not _weights_present(drafter):
+        pytest.skip(f"no {drafter} weights in {ASSETS}")
+    temperature, n = 0.7, 600
+    joint = exact_joint(gemma_target, gemma_target.tokenizer(SAMPLING_PROMPT).input_ids, temperature)
+    counts, proposed = sample_pairs(SAMPLING_PROMPT, "gemma-270m", drafter, temperature, n, device="cpu", **options)
+    observed, expected = binned(joint, counts, n)
+    assert len(observed) >= 10 and proposed > 0
+    assert chisquare(observed, expected).pvalue > 1e-3
+
+
 def test_a_second_load_is_fast():
     """The converted cache loads in a fresh process (imports included) in under 15 s."""
     from core.models.loading import resolve_preset

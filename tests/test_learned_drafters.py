@@ -27,7 +27,7 @@ from core.train.medusa import sparse_tree
 from core.train.vocab_coverage import coverage
 from tests.conftest import TINY
 from tests.prompts import LOSSLESS_PROMPTS
-from tests.test_sampling import binned, exact_joint
+from tests.sampling_law import binned, exact_joint
 
 
 MAX_NEW = 32

@@ -8,11 +8,11 @@ MAX_NEW = 40
 SHAPES = [
     ("none", {}),
     ("draft", {"k": 4}),
-    ("draft", {"k": 1}),
+    ("draft", {"k": 1}),  # slow tier: k=4 checks the draft's chains by default
     ("draft", {"tree": "2x3"}),
     ("draft", {"tree": "3x2"}),  # slow tier: 2x3 checks the draft's trees by default
     ("ngram", {"k": 4}),
-    ("ngram", {"tree": "3x4"}),
+    ("ngram", {"tree": "3x4"}),  # slow tier: hybrid's trees hold ngram branches
     ("hybrid", {"k": 5}),
     ("hybrid", {"tree": "4x5", "eagle_nodes": 24}),
     ("hybrid", {"tree": "auto"}),
@@ -32,7 +32,7 @@ def baselines(tiny):
     return out
 
 
-SLOW_SHAPES = [("draft", {"tree": "3x2"})]
+SLOW_SHAPES = [("draft", {"tree": "3x2"}), ("draft", {"k": 1}), ("ngram", {"tree": "3x4"})]
 
 
 @pytest.mark.parametrize("drafter,shape", [

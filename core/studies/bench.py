@@ -42,7 +42,8 @@ from core.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.vllm.peer import VllmPeer
 
-BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
+BATCH_PEER_METHODS = ("none", "ngram")
+IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)  # vLLM's series in the batch-size study: with and without its ngram
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class BenchConfig:
     repeats: int = 3
     k: int = 4
     tree: str | None = None
+    temperature: float = 0.0  # > 0: every drafter samples, prompt i with seed i (speedups then per new token)
     compare_hf: bool = False
     compare_vllm: bool = False  # also time vLLM-CPU's plain decoding and its CPU methods (core.vllm.peer)
     overhead: bool = False  # also time the first drafter with step records off
@@ -64,14 +66,19 @@ class BenchConfig:
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
 
-    def request(self, prompt: str, spec: str) -> DecodeRequest:
+    def request(self, prompt: str, spec: str, seed: int = 0) -> DecodeRequest:
         """The run of drafter ``spec``: a name, optionally ``:SHAPE`` (k, WxD, auto or auto-tree) and
         ``:option=value`` parts, e.g. ``eagle3:4x5:eagle_nodes=24`` or ``hybrid:auto``; without a
         shape, the bench's ``k`` / ``tree``."""
         name, flat = split_spec(spec)
         flat = {"k": self.k, "tree": self.tree, **flat}
         return DecodeRequest.of(prompt, self.preset, name, max_new_tokens=self.max_new_tokens, device=self.device,
-                                target=self.target, draft=self.draft, **flat)
+                                target=self.target, draft=self.draft, temperature=self.temperature, seed=seed,
+                                **flat)
+
+    @property
+    def sampled(self) -> bool:
+        return self.temperature > 0
 
 
 @dataclass
@@ -84,8 +91,9 @@ class Timing:
     totals: Tallies = field(default_factory=Tallies)
 
 
-def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True) -> Callable[[], Timing]:
-    request = config.request(prompt, drafter)
+def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True,
+                  seed: int = 0) -> Callable[[], Timing]:
+    request = config.request(prompt, drafter, seed)
 
     def run() -> Timing:
         decoder, ids = build_decoder(request, record=record)
@@ -149,23 +157,28 @@ def language(prompt: str) -> str:
     return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
 
 
-def walls(per_prompt: list[list[Timing]]) -> list[list[float]]:
-    """``[prompt][repeat]`` wall seconds, what ``core.cost.timing.speedup`` reads."""
-    return [[t.wall_s for t in runs] for runs in per_prompt]
+def walls(per_prompt: list[list[Timing]], per_token: bool = False) -> list[list[float]]:
+    """``[prompt][repeat]`` wall seconds, what ``core.cost.timing.speedup`` reads; ``per_token``: over
+    the run's new tokens (sampled runs of two drafters may end at an end token at different lengths)."""
+    return [[t.wall_s / max(len(t.tokens), 1) if per_token else t.wall_s for t in runs] for runs in per_prompt]
 
 
-def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str]) -> dict[str, dict]:
+def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str],
+              sampled: bool = False) -> dict[str, dict]:
     """timings[name][prompt] = list over repeats. Speedup: ``core.cost.timing.speedup`` against
     ``baseline``, also per language half and for the worst single prompt; τ and acceptance pool
-    every repeat's step totals."""
+    every repeat's step totals. ``sampled``: the runs sampled, so speedups compare seconds per new
+    token and identity to the baseline is not asked (``None``: the χ² test of tests/test_sampling.py
+    is what shows the law is the target's)."""
     out = {}
-    base = walls(timings[baseline])
+    base = walls(timings[baseline], sampled)
     for name, per_prompt in timings.items():
-        seconds = walls(per_prompt)
+        seconds = walls(per_prompt, sampled)
         ratios = prompt_speedups(base, seconds)
         every = [t for runs in per_prompt for t in runs]  # all repeats: an ``auto`` run learns from the ones before
         totals = sum((t.totals for t in every), Tallies())
-        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, map(statistics.median, seconds)) if w > 0]
+        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, map(statistics.median, walls(per_prompt)))
+                 if w > 0]
         out[name] = {
             "tokens_per_s": statistics.median(rates),
             "speedup": speedup(base, seconds),
@@ -178,7 +191,7 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
             "acceptance_rate": totals.acceptance_rate if totals.draft_tokens else None,
             "target_forwards": totals.steps,
             "new_tokens": sum(len(t.tokens) for t in every),
-            "identical_to_baseline": all(
+            "identical_to_baseline": None if sampled else all(
                 t.tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline]) for t in runs
             ),
         }
@@ -192,6 +205,9 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:
         raise UserError("--repeats must be >= 1")
+    if config.sampled and (config.compare_hf or config.compare_vllm or config.batch_sweep):
+        raise UserError("--compare-hf, --compare-vllm and --batch-sweep time greedy decoding: leave them out "
+                        "with --temperature above 0")
     sizes = parse_batch_sizes(config.batch_sweep, pick_device(config.device))
     if config.threads is not None:
         if not 1 <= config.threads <= 256:
@@ -199,11 +215,12 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         torch.set_num_threads(config.threads)
     prompts = load_prompts(config.prompts_file)
     engine = {
-        name: [engine_runner(config, p, name) for p in prompts] for name in config.drafters
+        name: [engine_runner(config, p, name, seed=i) for i, p in enumerate(prompts)] for name in config.drafters
     }
     if config.overhead:
         probe = next((d for d in config.drafters if d != BASELINE), BASELINE)
-        engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False) for p in prompts]
+        engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False, seed=i)
+                                            for i, p in enumerate(prompts)]
     hf = {}
     if config.compare_hf:
         per_prompt = [hf_runners(config, p) for p in prompts]
@@ -218,7 +235,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     finally:
         if peer:
             peer.close()
-    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts)
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled)
     result = {
         "preset": config.preset,
         "prompts": len(prompts),
@@ -226,6 +243,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         "repeats": config.repeats,
         "k": config.k,
         "tree": config.tree,
+        "temperature": config.temperature,
         "device": str(pick_device(config.device)),
         "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
@@ -327,6 +345,8 @@ def markdown_table(result: dict) -> str:
     lines = [
         f"preset `{result['preset']}`, {result['prompts']} prompts, {result['max_new_tokens']} new tokens, "
         f"{result['repeats']} repeats, k={result['k']}" + (f", tree {result['tree']}" if result["tree"] else "")
+        + (f", temperature {result['temperature']} (prompt i sampled with seed i; speedups per new token)"
+           if result.get("temperature") else "")
         + f"; {result.get('hardware', 'unknown hardware')}, {result['torch_threads']} torch thread(s)",
         "",
         "| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | identical |",
@@ -347,7 +367,7 @@ def markdown_table(result: dict) -> str:
                 f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
                 f"{fmt(row['tau'] if 'tau' in row else row['mean_acceptance_length'], '{:.2f}')} | "
                 f"{fmt(row['acceptance_rate'], '{:.1%}')} | "
-                f"{'✓' if row['identical_to_baseline'] else '✗'} |"
+                f"{IDENTICAL[row['identical_to_baseline']]} |"
             )
     for name, reason in result.get("hf_skipped", {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | |")
