@@ -125,7 +125,8 @@ def test_tau_and_identity_count_every_repeat():
     from core.studies.bench import Timing, summarize
 
     def totals(forwards, proposed=0, accepted=0):
-        return Tallies(steps=forwards, new_tokens=4, draft_tokens=proposed, accepted_tokens=accepted)
+        return Tallies(steps=forwards, new_tokens=4, drafts=int(proposed > 0), draft_tokens=proposed,
+                       accepted_tokens=accepted, accepted_per_position=[1] * accepted + [0] * (proposed - accepted))
 
     same = [5, 6, 7, 8]
     timings = {
@@ -136,6 +137,7 @@ def test_tau_and_identity_count_every_repeat():
     }
     rows = summarize(timings, "none", ["the prompt"])
     assert rows["learns"]["tau"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
+    assert rows["learns"]["per_position_acceptance"][0] == 1 / 2 and rows["none"]["per_position_acceptance"] is None
     assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]
 
 
