@@ -47,8 +47,8 @@ def run_bench(args: argparse.Namespace) -> int:
     config = BenchConfig(
         preset=args.preset, drafters=tuple(d.strip() for d in args.drafters.split(",") if d.strip()),
         prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,
-        repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf, overhead=args.overhead,
-        compare_vllm=args.compare_vllm,
+        repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf,
+        overhead=args.overhead, compare_vllm=args.compare_vllm,
         device=args.device, target=args.target, draft=args.draft, batch_sweep=args.batch_sweep or (),
         threads=args.threads,
     )

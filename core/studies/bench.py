@@ -42,8 +42,8 @@ from core.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.vllm.peer import VllmPeer
 
-BATCH_PEER_METHODS = ("none", "ngram")
-IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)  # vLLM's series in the batch-size study: with and without its ngram
+BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
+IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)
 
 
 @dataclass(frozen=True)
