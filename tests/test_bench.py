@@ -114,6 +114,9 @@ def test_the_table_puts_each_language_under_its_own_heading():
     lines = markdown_table(result).splitlines()
     assert lines[2].split(" | ")[3] == "zh / en"
     assert "| 2.50× / 1.25× |" in next(line for line in lines if line.startswith("| ngram "))
+    assert "| 1.10× |" in next(line for line in lines if line.startswith("| ngram "))
+    named = markdown_table({**result, "drafters": {"ngram": {**row, "prompt_speedups": [1.3, 1.1, 1.2]}}})
+    assert "| 1.10× (#2) |" in named  # the worst prompt, by its place in the prompts file
     assert "| – / 1.00× |" in next(line for line in lines if line.startswith("| half "))
 
 
@@ -137,6 +140,7 @@ def test_tau_and_identity_count_every_repeat():
     }
     rows = summarize(timings, "none", ["the prompt"])
     assert rows["learns"]["tau"] == 8 / 6 and rows["learns"]["acceptance_rate"] == 2 / 6
+    assert rows["learns"]["prompt_speedups"] == [rows["learns"]["min_speedup"]]
     assert rows["learns"]["per_position_acceptance"][0] == 1 / 2 and rows["none"]["per_position_acceptance"] is None
     assert rows["learns"]["identical_to_baseline"] and not rows["strays"]["identical_to_baseline"]
 

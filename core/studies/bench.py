@@ -183,6 +183,7 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
             "tokens_per_s": statistics.median(rates),
             "speedup": speedup(base, seconds),
             "min_speedup": min(ratios),  # the worst single prompt
+            "prompt_speedups": ratios,  # per prompt, in the prompts file's order (its worst is named in bench.md)
             "speedup_by_language": {
                 lang: statistics.median(r for r, p in zip(ratios, prompts) if language(p) == lang)
                 for lang in sorted({language(p) for p in prompts})
@@ -365,7 +366,7 @@ def markdown_table(result: dict) -> str:
             halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
             lines.append(
                 f"| {label} | {row['tokens_per_s']:.1f} | {row['speedup']:.2f}× | {halves} | "
-                f"{fmt(row.get('min_speedup'), '{:.2f}×')} | "
+                f"{worst(row)} | "
                 f"{fmt(row['tau'] if 'tau' in row else row['mean_acceptance_length'], '{:.2f}')} | "
                 f"{fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{fmt((row.get('per_position_acceptance') or [None])[0], '{:.3f}')} | "
@@ -390,6 +391,15 @@ def markdown_table(result: dict) -> str:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
     return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
+
+
+def worst(row: dict) -> str:
+    """The worst prompt's speedup and, where the row has them all, which prompt (1-based, the file's order)."""
+    if row.get("min_speedup") is None:
+        return "–"
+    ratios = row.get("prompt_speedups") or []
+    at = f" (#{ratios.index(row['min_speedup']) + 1})" if row["min_speedup"] in ratios else ""
+    return f"{row['min_speedup']:.2f}×{at}"
 
 
 def sweep_markdown(result: dict) -> list[str]:
