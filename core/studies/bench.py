@@ -174,11 +174,11 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
     base = walls(timings[baseline], sampled)
     for name, per_prompt in timings.items():
         seconds = walls(per_prompt, sampled)
+        wall_s = walls(per_prompt) if sampled else seconds  # a run's own seconds, for its tokens/s
         ratios = prompt_speedups(base, seconds)
         every = [t for runs in per_prompt for t in runs]  # all repeats: an ``auto`` run learns from the ones before
         totals = sum((t.totals for t in every), Tallies())
-        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, map(statistics.median, walls(per_prompt)))
-                 if w > 0]
+        rates = [len(runs[0].tokens) / w for runs, w in zip(per_prompt, map(statistics.median, wall_s)) if w > 0]
         out[name] = {
             "tokens_per_s": statistics.median(rates),
             "speedup": speedup(base, seconds),
