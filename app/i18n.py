@@ -921,6 +921,11 @@ TEXT: dict[str, tuple[str, str]] = {
                 "再试着起草。",
                 "No draft this step: so far on this run, drafting has cost more time than it saved, so the target "
                 "writes the next token on its own. It will try drafting again in a few steps."),
+    "why.check": ("这一步不起草，为的是量一量：起草已连着好几步，省下的时间又不多，所以让目标模型单独写一步，重新计时"
+                  "不起草的一步要多久——机器的速度会变，只有这个数准了，才知道起草是否真的划算。",
+                  "No draft this step, to measure: drafting has gone on for a while and saves little, so the target "
+                  "writes one token alone and the step is timed again -- the machine's speed drifts, and only with "
+                  "a fresh plain step can the run tell whether drafting still pays."),
     "why.empty": ("这一步不起草：草稿方法没有可提议的 token（例如前文里找不到与最后几个词相同的片段）。",
                   "No draft this step: the drafter had nothing to suggest (for example, the last few words never "
                   "appeared earlier in the text)."),

@@ -8,7 +8,7 @@ import pytest
 
 from core import DecodeRequest, build_decoder, generate, target_greedy
 from core.cost.curve import CostCurve, cost_curve
-from core.drafters.controller import Calibration, GoodputController, best_first, subtree
+from core.drafters.controller import PLAIN_CHECK_GAP, Calibration, GoodputController, best_first, subtree
 from core.runtime.tree import DraftTree
 
 
@@ -189,7 +189,8 @@ def _controller(curve, level_s: float, accepted: bool) -> GoodputController:
     from core.drafters.controller import DraftCost
 
     c = GoodputController.__new__(GoodputController)
-    c.curve, c.verify_scale, c.overrun, c.plain_s = curve, 1.0, 1.0, curve.forward_s
+    c.curve, c.verify_scale, c.overrun = curve, 1.0, 1.0
+    c.plain_walls, c.carried_walls = [curve.forward_s], ()
     c.calibration, c.draft_cost = Calibration(), DraftCost()
     for depth in (1, 2, 3, 1):
         c.draft_cost.observe(1, depth, level_s * depth)
@@ -316,6 +317,10 @@ class TickingClock:
         self.now += seconds
 
 
+# v(n) as the ticking clock sees tiny: a plain step takes 6 readings; a wider verify the same
+TICKING_CURVE = CostCurve(tokens=[1, 32], ratio=[1.0, 1.0], forward_s=0.006, device="cpu", threads=1, model="tiny")
+
+
 def paused_run(clock: TickingClock, pause: float, prompt: str) -> list[tuple]:
     """One ``draft --k auto`` run on tiny stepped by hand with ``pause`` seconds between steps: per step
     its decision (depth, probe, nodes offered and chosen, reason), the plain step the controller had
@@ -385,15 +390,17 @@ def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_say
     monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
     propose = DraftModelDrafter.propose
     monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))
-    if not guard:
+    if not guard:  # and no timed plain steps either: they are the guard's measure
         monkeypatch.setattr(controller, "GUARD_SHARE", math.inf)
+        monkeypatch.setattr(controller, "PLAIN_CHECK_GAP", math.inf)
     prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
-    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=32))
+    request = DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=32)
+    decoder, ids = build_decoder(request, cost=TICKING_CURVE)
     drafter = decoder.drafter
     worst_step = 0.0
     for record in decoder.steps(ids):
         worst_step = max(worst_step, record.draft_s + record.verify_s)
-        if guard:
+        if guard and drafter.plain_walls:  # once a plain step is timed (before, the model's guess stands in)
             budget = controller.GUARD_SHARE * drafter.run_s + controller.GUARD_ALLOWANCE * drafter._plain_s()
             assert drafter.lost_s <= budget + worst_step
     drafting = sum(1 for r in decoder.result.steps if r.decision.depth)
@@ -402,3 +409,45 @@ def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_say
         assert drafting < len(decoder.result.steps) / 3
     else:  # every step but the last (one token left: nothing to draft)
         assert drafting >= len(decoder.result.steps) - 1 and drafter.lost_s > 3 * worst_step
+
+
+def test_a_plain_step_guessed_far_too_slow_is_timed_and_the_guard_then_holds(monkeypatch):
+    """The cost model says a plain step takes 160 ms where it takes 6 (a curve measured on a busy
+    machine). Every drafting step then looks like a win and nothing would ever time a plain step:
+    a timed plain step comes after ``PLAIN_CHECK_GAP`` drafting steps, says what a plain step
+    costs, and the guard stops drafting that loses."""
+    import core.drafters.controller as controller
+    import core.engine.decoder
+    from core.drafters.draft_model import DraftModelDrafter
+
+    clock = TickingClock()
+    monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
+    monkeypatch.setattr(controller, "perf_counter", clock)
+    monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
+    propose = DraftModelDrafter.propose
+    monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))
+    prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    wrong = CostCurve(tokens=[1, 32], ratio=[1.0, 1.0], forward_s=0.16, device="cpu", threads=1, model="tiny")
+    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=40),
+                                 cost=wrong)
+    reasons = [record.decision.reason for record in decoder.steps(ids)]
+    first_check = reasons.index("check")
+    assert first_check <= PLAIN_CHECK_GAP + 2  # the first step is not timed, the second drafts
+    assert decoder.drafter._plain_s() == pytest.approx(TICKING_CURVE.forward_s)
+    assert all(reason in ("off", "check") for reason in reasons[first_check + 1 :])
+    assert decoder.result.tokens == target_greedy(decoder.target, ids, 40)
+
+
+def test_a_plain_step_is_timed_while_drafting_gains_little_and_not_while_it_gains_much():
+    c = GoodputController.__new__(GoodputController)
+    c.plain_walls, c.carried_walls, c.since_plain = [], (0.05,), PLAIN_CHECK_GAP - 1
+    c.margin = 0.01 * 0.05  # drafting steps gained 1% of a plain step each
+    assert not c._check_due(0.05)  # not yet: a plain step was timed a few steps ago
+    c.since_plain += 1
+    assert c._check_due(0.05)
+    c.margin = 0.5 * 0.05  # half a plain step each: a 10% error in the plain step cannot flip that
+    assert not c._check_due(0.05)
+    c.carried_walls = ()  # ... unless no plain step was ever timed
+    assert c._check_due(0.05)
+    c.plain_walls = [0.07, 0.05, 0.5, 0.05, 0.06]  # the run's own, a stall among them
+    assert c._plain_s() == 0.06

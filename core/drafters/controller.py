@@ -9,6 +9,7 @@ The design, step by step and in this module's names: docs/drafters.md, "The cont
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 
@@ -27,6 +28,9 @@ FORGET = 0.95  # acceptance by depth: older steps count this much less per step
 RUN_MEMORY = 0.75  # the seconds drafting saved per step: the recent runs' average, each new run weighing 1 - this
 GUARD_SHARE = 0.02  # the guard: drafting stops for a run while what its drafting steps lost against plain decoding
 GUARD_ALLOWANCE = 0.5  # exceeds this share of the run's time plus this many plain steps (``_guarded``)
+PLAIN_WINDOW = 5  # a plain step's seconds: the median of the run's latest this many timed plain steps
+PLAIN_CHECK_GAP = 16  # while drafting's gain is thin, a timed plain step at least every this many steps ...
+CHECK_MARGIN = 0.15  # ... thin: drafting steps gained less than this share of a plain step each, lately
 CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same drafter, shape and target), worth
 # this many observations per bin or level at most: the new prompt's own steps soon outweigh it
 
@@ -191,7 +195,7 @@ class Memory:
 
     calibration: Calibration
     draft_cost: DraftCost
-    plain_s: float | None
+    plain_walls: tuple[float, ...]  # the latest timed plain steps' seconds, at most ``PLAIN_WINDOW``
     overrun: float
     verify_scale: float
     saved_per_step: float  # seconds drafting saved against plain decoding, per step, over the recent runs
@@ -219,13 +223,17 @@ class GoodputController(Wrapper):
         self.verify_scale = 1.0 if last is None else last.verify_scale  # this run's verify seconds / the curve's
         self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
         self.drafted_upto = 0  # committed tokens when the drafter last ran (it reads the rest first)
-        self.plain_s = None if last is None else last.plain_s  # measured wall seconds of a whole plain step
+        self.plain_walls: list[float] = []  # this run's timed plain steps' seconds, the latest ``PLAIN_WINDOW``
+        self.carried_walls = () if last is None else last.plain_walls  # the last run's, until this run has one
+        self.since_plain = 0  # drafting steps since the last timed plain step
+        self.margin: float | None = None  # seconds a drafting step gained against a plain step, lately (faded)
         self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
         self.plain_steps = 0  # plain steps since drafting was last tried
         self.probe_loss: float | None = None  # what this step's probe loses against plain decoding (None: no probe)
         self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
         self.run_s = 0.0  # the engine's seconds of this run's timed steps
-        self.lost_s = 0.0  # seconds its drafting steps, probes included, lost against plain decoding (< 0: won)
+        self.drafting_s = 0.0  # the engine's seconds of this run's timed drafting steps, probes included ...
+        self.drafting_tokens = 0  # ... and the tokens they brought (``lost_s``)
         self.step_tokens = 0  # tokens the step under way brought
         self.saved_per_step = 0.0 if last is None else last.saved_per_step
         # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt)
@@ -251,8 +259,9 @@ class GoodputController(Wrapper):
         if self.steps == 1:
             self._first_probe(remaining=ctx.max_depth + 1)
         guarded = self._guarded(plain_s)
-        depth, probe = (0, False) if guarded else self._depth(limit, plain_s)
-        free = self.inner.free_levels and depth < limit and not guarded  # the free part may go deeper than asked
+        check = not guarded and self._check_due(plain_s)
+        depth, probe = (0, False) if guarded or check else self._depth(limit, plain_s)
+        free = self.inner.free_levels and depth < limit and not (guarded or check)  # the free part may go deeper
         tree = DraftTree()
         if depth or free:
             start = perf_counter()
@@ -265,7 +274,8 @@ class GoodputController(Wrapper):
         else:
             self.plain_steps += 1
             if not len(tree):
-                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "off", round(plain_s, 6), depth=0)
+                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "check" if check else "off", round(plain_s, 6),
+                                                    depth=0)
                 return tree
         self.proposed = tree
         self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree), at_least_one=probe)
@@ -292,7 +302,8 @@ class GoodputController(Wrapper):
         for the next run."""
         if self.steps:
             saved = RUN_MEMORY * self.saved_per_step + (1 - RUN_MEMORY) * self.saved_s / self.steps
-            _MEMORY[self.memory_key] = Memory(self.calibration, self.draft_cost, self.plain_s, self.overrun,
+            _MEMORY[self.memory_key] = Memory(self.calibration, self.draft_cost,
+                                              tuple(self.plain_walls) or self.carried_walls, self.overrun,
                                               self.verify_scale, saved)
         super().stop()
 
@@ -307,8 +318,13 @@ class GoodputController(Wrapper):
         return self.curve.seconds(n) * self.verify_scale
 
     def _plain_s(self) -> float:
-        """Seconds of a whole plain step: measured on this run once there was one, else the verify."""
-        return self.plain_s if self.plain_s is not None else self._verify_s(1)
+        """Seconds of a whole plain step: the median of this run's latest timed ones, else of the last
+        run's, else the model's one-token verify. Every decision and the guard weigh drafting against
+        it, so it is measured, not modelled: the model's verify(1) can be 10-30% off a real plain step
+        (the curve was measured at another time; a drafting step's verify carries the step's own work),
+        and a plain step timed minutes ago by 10% (the machine's speed drifts: ``_check_due``)."""
+        walls = self.plain_walls or self.carried_walls
+        return statistics.median(walls) if walls else self._verify_s(1)
 
     def _step_s(self, nodes: int, plain_s: float, draft_s: float) -> float:
         """The model's seconds for a step that drafts for ``draft_s`` and verifies ``nodes`` nodes: a
@@ -318,23 +334,35 @@ class GoodputController(Wrapper):
     def _time_last_step(self, now: float) -> None:
         """The engine's time from the last propose to this one (``now``: ``ProposeContext.clock``, which
         stops while the run waits between steps -- a user's pause between Step clicks is not a step)
-        is the whole last step (draft, verify, acceptance, bookkeeping): a plain step's sets
-        ``plain_s``, a drafting step's corrects the model (``overrun``) for what it does not see
-        (hidden-state outputs, the records of more nodes). Without an engine clock (a drafter driven
-        by hand) the wall clock stands in."""
+        is the whole last step (draft, verify, acceptance, bookkeeping): a plain step's is kept
+        (``_plain_s``), a drafting step's counts towards ``lost_s`` and corrects the model
+        (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
+        Without an engine clock (a drafter driven by hand) the wall clock stands in."""
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
             self.run_s += wall
             if self.proposed is not None:
-                self.lost_s += wall - self.step_tokens * self._plain_s()
+                self.drafting_s += wall
+                self.drafting_tokens += self.step_tokens
             if self.proposed is None:  # a plain step
-                self.plain_s = _faded(self.plain_s, wall)
+                self.plain_walls = (self.plain_walls + [wall])[-PLAIN_WINDOW:]
+                self.since_plain = 0
             elif self.step_estimate:
                 self.overrun = _faded(self.overrun, wall / self.step_estimate)
+                self.since_plain += 1
                 if self.probe_loss is None:
-                    self.saved_s += self.step_tokens * self._plain_s() - wall
+                    gained = self.step_tokens * self._plain_s() - wall
+                    self.saved_s += gained
+                    self.margin = gained if self.margin is None else 0.8 * self.margin + 0.2 * gained
         self.step_start = now
         self.steps += 1
+
+    @property
+    def lost_s(self) -> float:
+        """Seconds this run's timed drafting steps, probes included, lost against plain decoding (< 0:
+        won): their engine time against their tokens at a plain step's seconds as now measured, so a
+        fresher plain step re-weighs the whole run, not only the steps after it."""
+        return self.drafting_s - self.drafting_tokens * self._plain_s()
 
     # ---- the decisions ------------------------------------------------------------------------
     def _guarded(self, plain_s: float) -> bool:
@@ -346,6 +374,16 @@ class GoodputController(Wrapper):
         share and one step to drafting: the allowance lets a first losing probe or two pass without
         shutting drafting off for a prompt that suits it."""
         return self.lost_s > GUARD_SHARE * self.run_s + GUARD_ALLOWANCE * plain_s
+
+    def _check_due(self, plain_s: float) -> bool:
+        """Whether this step is a timed plain step, to keep ``plain_s`` true: drafting has gone on for
+        ``PLAIN_CHECK_GAP`` steps and gained too little per step lately (``CHECK_MARGIN``) for a
+        plain step's seconds from a while ago -- the machine's speed drifts by 10% in a minute -- to
+        say whether it still pays. A drafter far ahead is not checked -- there the answer cannot flip
+        -- unless no plain step was ever timed (the model's guess stands in, and it can be far off)."""
+        unmeasured = not (self.plain_walls or self.carried_walls)
+        return (self.since_plain >= PLAIN_CHECK_GAP
+                and (unmeasured or self.margin is None or self.margin < CHECK_MARGIN * plain_s))
 
     def _depth(self, limit: int, plain_s: float) -> tuple[int, bool]:
         """(levels to ask the drafter for, whether the step is a probe): the depth with the most

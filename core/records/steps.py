@@ -72,7 +72,8 @@ class DecisionRecord:
     chosen: int  # nodes sent to the verify
     expected_tokens: float  # tokens the step was expected to yield (1 + expected accepted)
     expected_gain: float  # expected tokens per second over a plain decode step's
-    reason: str  # "off" (drafting paused) | "empty" (nothing proposed) | "none" | "part" | "all"
+    reason: str  # "off" (drafting paused) | "check" (a plain step, timed: the controller's ``_check_due``) |
+    # "empty" (nothing proposed) | "none" | "part" | "all"
     plain_step_s: float  # expected seconds of a plain one-token step
     realised_gain: float | None = None  # tokens per second of the step over a plain step's
     depth: int | None = None  # levels the drafter was asked for (0: none; None: not recorded)

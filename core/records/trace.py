@@ -217,7 +217,7 @@ class TraceDecision(_Record):
     chosen: Annotated[int, Field(ge=0, le=MAX_TREE_NODES)]
     expected_tokens: Annotated[float, Field(ge=0.0, le=MAX_TREE_NODES + 1, allow_inf_nan=False)]
     expected_gain: Annotated[float, Field(ge=0.0, le=1e6, allow_inf_nan=False)]
-    reason: Literal["off", "empty", "none", "part", "all"]
+    reason: Literal["off", "check", "empty", "none", "part", "all"]
     plain_step_s: Seconds
     realised_gain: Annotated[float, Field(ge=0.0, le=1e6, allow_inf_nan=False)] | None = None
     depth: Annotated[int, Field(ge=0, le=MAX_TREE_NODES)] | None = None
