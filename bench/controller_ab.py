@@ -6,9 +6,11 @@ requests, as a server would. Prints, per spec and controller, the median speedup
 
     python bench/controller_ab.py --rev HEAD~1 [--specs eagle3:auto,draft:auto] [--preset tiny]
                                   [--repeats 8] [--max-new-tokens 40] [--threads 2] [--set NAME=VALUE]
+                                  [--prompts heldout|chat|FILE]
 
 The controller reads the clock, so run it on idle cores. Differences of a few percent need
-several runs to be believed: the same code's pooled speedup moves by 2-4% from run to run.
+several runs to be believed: the same code's pooled speedup moves by 2-4% from run to run, and
+one prompt's by more (``--rev HEAD`` runs this tree against itself: the noise to beat).
 """
 from __future__ import annotations
 
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompts", default=str(HELDOUT_PROMPTS), help="a held-out set's name or a prompts file")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="change a constant of this tree's controller for the run, e.g. CARRY_WEIGHT=4 "
                              "(repeatable; --rev HEAD then weighs the change alone)")
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         setattr(current, name, type(getattr(current, name))(value))
     torch.set_num_threads(args.threads)
     config = BenchConfig(preset=args.preset, max_new_tokens=args.max_new_tokens, threads=args.threads)
-    prompts = load_prompts(HELDOUT_PROMPTS)
+    prompts = load_prompts(args.prompts)
     this = f"this tree ({', '.join(args.set)})" if args.set else "this tree"
     controllers = ((this, current), (args.rev, controller_at(args.rev)))
     variants = [("none", "none", None)] + [
