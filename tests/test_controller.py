@@ -373,13 +373,12 @@ def test_the_engine_clock_stops_while_the_run_waits(tiny):
     steps.close()
 
 
-@pytest.mark.parametrize("guard", [True, False])
-def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_says(monkeypatch, guard):
-    """A controller whose model is wrong on this run (it always asks for the full depth) and a
-    drafter that costs 30 ms a draft (the clock ticks 1 ms a reading, a plain step is a few ms):
-    the guard makes most steps plain and holds what drafting lost to its share of the run's time,
-    its allowance and one step. Without the guard (share and allowance infinite) drafting goes on
-    and loses several times that."""
+AUSTEN = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+
+
+def losing_drafts(monkeypatch) -> None:
+    """Runs timed by a ``TickingClock`` (1 ms a reading: a plain step takes a few) whose controller
+    always asks for the full depth and whose draft model takes 30 ms a draft: drafting loses."""
     import core.drafters.controller as controller
     import core.engine.decoder
     from core.drafters.draft_model import DraftModelDrafter
@@ -390,17 +389,28 @@ def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_say
     monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
     propose = DraftModelDrafter.propose
     monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_the_guard_stops_drafting_on_a_run_where_it_loses_whatever_the_model_says(monkeypatch, guard):
+    """A controller whose model is wrong on this run (it always asks for the full depth) and a
+    drafter that costs 30 ms a draft (the clock ticks 1 ms a reading, a plain step is a few ms):
+    the guard makes most steps plain and holds what drafting lost to its share of the run's time,
+    its allowance and one step. Without the guard (share and allowance infinite) drafting goes on
+    and loses several times that."""
+    import core.drafters.controller as controller
+
+    losing_drafts(monkeypatch)
     if not guard:  # and no timed plain steps either: they are the guard's measure
         monkeypatch.setattr(controller, "GUARD_SHARE", math.inf)
         monkeypatch.setattr(controller, "PLAIN_CHECK_GAP", math.inf)
-    prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
-    request = DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=32)
+    request = DecodeRequest.of(AUSTEN, "tiny", "draft", k="auto", max_new_tokens=32)
     decoder, ids = build_decoder(request, cost=TICKING_CURVE)
     drafter = decoder.drafter
     worst_step = 0.0
     for record in decoder.steps(ids):
         worst_step = max(worst_step, record.draft_s + record.verify_s)
-        if guard and drafter.plain_walls:  # once a plain step is timed (before, the model's guess stands in)
+        if guard:
             budget = controller.GUARD_SHARE * drafter.run_s + controller.GUARD_ALLOWANCE * drafter._plain_s()
             assert drafter.lost_s <= budget + worst_step
     drafting = sum(1 for r in decoder.result.steps if r.decision.depth)
@@ -416,20 +426,9 @@ def test_a_plain_step_guessed_far_too_slow_is_timed_and_the_guard_then_holds(mon
     machine). Every drafting step then looks like a win and nothing would ever time a plain step:
     a timed plain step comes after ``PLAIN_CHECK_GAP`` drafting steps, says what a plain step
     costs, and the guard stops drafting that loses."""
-    import core.drafters.controller as controller
-    import core.engine.decoder
-    from core.drafters.draft_model import DraftModelDrafter
-
-    clock = TickingClock()
-    monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
-    monkeypatch.setattr(controller, "perf_counter", clock)
-    monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
-    propose = DraftModelDrafter.propose
-    monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))
-    prompt = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    losing_drafts(monkeypatch)
     wrong = CostCurve(tokens=[1, 32], ratio=[1.0, 1.0], forward_s=0.16, device="cpu", threads=1, model="tiny")
-    decoder, ids = build_decoder(DecodeRequest.of(prompt, "tiny", "draft", k="auto", max_new_tokens=40),
-                                 cost=wrong)
+    decoder, ids = build_decoder(DecodeRequest.of(AUSTEN, "tiny", "draft", k="auto", max_new_tokens=40), cost=wrong)
     reasons = [record.decision.reason for record in decoder.steps(ids)]
     first_check = reasons.index("check")
     assert first_check <= PLAIN_CHECK_GAP + 2  # the first step is not timed, the second drafts
