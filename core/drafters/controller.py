@@ -258,10 +258,10 @@ class GoodputController(Wrapper):
         limit = min(ctx.max_depth, self.shape.depth)
         if self.steps == 1:
             self._first_probe(remaining=ctx.max_depth + 1)
-        guarded = self._guarded(plain_s)
-        check = not guarded and self._check_due(plain_s)
-        depth, probe = (0, False) if guarded or check else self._depth(limit, plain_s)
-        free = self.inner.free_levels and depth < limit and not (guarded or check)  # the free part may go deeper
+        # a step held plain, whatever the model says: by the guard ("off"), or to time one ("check")
+        held = "off" if self._guarded(plain_s) else "check" if self._check_due(plain_s) else ""
+        depth, probe = (0, False) if held else self._depth(limit, plain_s)
+        free = self.inner.free_levels and depth < limit and not held  # the free part may go deeper than asked
         tree = DraftTree()
         if depth or free:
             start = perf_counter()
@@ -274,8 +274,7 @@ class GoodputController(Wrapper):
         else:
             self.plain_steps += 1
             if not len(tree):
-                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, "check" if check else "off", round(plain_s, 6),
-                                                    depth=0)
+                self.last_decision = DecisionRecord(0, 0, 1.0, 1.0, held or "off", round(plain_s, 6), depth=0)
                 return tree
         self.proposed = tree
         self.kept, expected, gain = self._choose(tree, plain_s, sampled=_sampled(tree), at_least_one=probe)
