@@ -141,6 +141,9 @@ def test_several_folders_load_as_one(cache):
     # the trainers' --data: a folder name alone is one under the cache; the key names both
     key, data = load_stored_data(f"{first.name}, {second}", load_model(resolve_preset("tiny").target, "cpu"))
     assert key == f"{first.name}+{second.name}" and torch.equal(data.tokens, both.tokens)
+    (second / "shard-00001.safetensors").unlink()  # a build stopped half way: a training run on it is another run
+    key, data = load_stored_data(f"{first.name},{second.name}", load_model(resolve_preset("tiny").target, "cpu"))
+    assert key == f"{first.name}+{second.name}@1" and len(data) == 2 * SETTINGS.shard_sequences
     other = drafter_data.build(replace(SETTINGS, layers=(1, 4)), drafter_data.RunOptions(SHARD, "cpu"), log=lambda m: None)
     with pytest.raises(UserError, match=f"{other}.*same layers"):
         drafter_data.load([first, other])

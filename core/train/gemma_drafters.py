@@ -97,11 +97,19 @@ def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
                             "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
         return max(mine, key=lambda folder: len(done_shards(folder)))
 
+    def name(folder: Path) -> str:
+        """The folder's name, with its shard count while a build of it is unfinished: a run on part of
+        the data is cached apart from the run on all of it."""
+        manifest, shards = read_manifest(folder), len(done_shards(folder))
+        asked = manifest["runs"][-1]["budget_tokens"] if manifest["runs"] else 0
+        per_shard = manifest["settings"]["seq_len"] * manifest["settings"]["shard_sequences"]
+        return folder.name if shards * per_shard >= asked else f"{folder.name}@{shards}"
+
     folders = [resolve(entry.strip()) for entry in choice.split(",") if entry.strip()]
     data = drafter_data.load(folders, target_model=target.model)
     print(f"[data] {', '.join(map(str, folders))}: {len(data):,} sequences, {data.tokens.numel():,} positions",
           file=sys.stderr)
-    return "+".join(folder.name for folder in folders), data
+    return "+".join(map(name, folders)), data
 
 
 def home_relative(path: Path | str) -> str:
