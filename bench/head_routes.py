@@ -50,7 +50,7 @@ def main() -> None:
         if route == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             continue  # forced on a CPU without bf16 units it is only slow
         route_switches(route)
-        if head_route(weight) == route:  # builds it once (fp16: packing the weight takes seconds)
+        if head_route(weight, decoder.head.outliers) == route:  # builds it once (fp16, int8: seconds)
             routes.append(route)
 
     def plain_forward():

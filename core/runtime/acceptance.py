@@ -50,7 +50,7 @@ class TargetView:
     @classmethod
     def from_head(cls, head: LMHead, hidden: torch.Tensor, temperature: float) -> TargetView:
         """The view of a verify's last hidden states ``[n, hidden_size]``. Greedy decoding with a head
-        that has a cheap route (``core.runtime.head``: bf16 or fp16) takes its exact argmax from there,
+        that has a cheap route (``core.runtime.head``: bf16, fp16 or int8) takes its exact argmax from there,
         and the cheap logits for the records' target_prob; sampling reads the float32 logits."""
         return cls.split_from_head(head, [hidden], [temperature])[0]
 

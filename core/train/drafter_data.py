@@ -193,10 +193,11 @@ class Head:
     a true top-k token ranked below ``rescore`` in the cheap product, which a margin of 64 makes
     vanishingly rare); the log-normaliser comes from the cheap logits (probabilities off by ~1%
     relative at most; the trainers renormalise the top-k law, which cancels it). The cheap product
-    is the one the engine's greedy head takes on this machine (``core.runtime.head.cheap_head``:
-    bf16 where the CPU has bf16 units, fbgemm's fp16 GEMM on AVX2 alone -- there bf16 is emulated
-    and 4-5x slower than fp16 on Gemma's 262k-row head) and bf16 on a GPU; the float32 head where
-    neither pays. ``rescore`` = 0: everything in float32. ``route`` names the product taken.
+    is the faster of the engine's bf16 and fp16 routes on this machine (``core.runtime.head.cheap_head``
+    without outlier channels, so never its int8 route, whose error of a few logits at worst could
+    push a top-k token below the rescored ones): bf16 where the CPU has bf16 units, fbgemm's fp16
+    GEMM on AVX2 alone -- there bf16 is emulated and 4-5x slower than fp16 on Gemma's 262k-row head
+    -- and bf16 on a GPU; the float32 head where neither pays. ``rescore`` = 0: everything in float32. ``route`` names the product taken.
     """
 
     def __init__(self, model, rescore: int):
