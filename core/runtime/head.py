@@ -214,9 +214,12 @@ def _int8_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHea
 
     def row_slack(h: torch.Tensor) -> torch.Tensor:
         h, h_rest = split(h)
-        step = float(h_rest.max().clamp_min(0) - h_rest.min().clamp_max(0)) / INT8_LEVELS * (1 + 2**-10)
-        whole = h.double().norm(dim=1) + step * hidden**0.5 / 2
-        return torch.stack([h_rest.double().norm(dim=1) * (1 + 2**-20), torch.full_like(whole, step / 2), ulp * whole],
+        spread = float(h_rest.max().clamp_min(0) - h_rest.min().clamp_max(0))
+        step = spread / INT8_LEVELS * (1 + 2**-10)
+        # a step too small for float32 (|h| < 1e-36) is replaced by 0.1: every element rounds to 0
+        half = step / 2 if step > 1e-36 else spread
+        whole = h.double().norm(dim=1) + half * hidden**0.5
+        return torch.stack([h_rest.double().norm(dim=1) * (1 + 2**-20), torch.full_like(whole, half), ulp * whole],
                            dim=1).float()
 
     cheap = CheapHead("int8", product, row_slack, torch.stack([error, l1, norm + error]), 0.0)
@@ -264,7 +267,10 @@ def outlier_channels(model, count: int = OUTLIER_CHANNELS) -> tuple[int, ...]:
     vocab = model.get_output_embeddings().weight.shape[0]
     bos = config.bos_token_id if isinstance(config.bos_token_id, int) else 0
     ids = torch.tensor([[bos] + [i * (vocab // 64) for i in range(1, 64)]], device=model.device)
-    hidden = model.get_decoder()(input_ids=ids).last_hidden_state[0, 1:].float()
+    try:
+        hidden = model.get_decoder()(input_ids=ids, use_cache=False).last_hidden_state[0, 1:].float()
+    except (AttributeError, TypeError, ValueError, RuntimeError):  # a model without a plain text decoder
+        return ()  # int8 stays exact without the split, only slower
     return tuple(sorted(hidden.abs().mean(dim=0).topk(min(count, hidden.shape[1])).indices.tolist()))
 
 
