@@ -11,7 +11,7 @@ from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 from core import DecodeRequest, build_decoder
 from core.runtime.acceptance import TargetView
 from core.runtime.forward import chain_parents, run_segment
-from core.runtime.head import CheapHead, LMHead, _fastest, _int8_head, cheap_head, head_route, outlier_channels
+from core.runtime.head import CheapHead, LMHead, _fastest, _int8_head, _near_the_top, cheap_head, head_route, outlier_channels
 from core.runtime.kv_cache import PagedKVCache
 from core.runtime.tree import DraftTree
 
@@ -144,6 +144,32 @@ def test_a_cheap_route_finds_the_float32_argmax_even_between_near_ties(monkeypat
     assert logits.argmax(-1).tolist() != reference.argmax(-1).tolist()  # the rescoring is what counts
     tolerance = {"bf16": 0.02, "fp16": 1e-3, "int8": 0.05}[route]
     torch.testing.assert_close(logits.float(), reference, rtol=tolerance, atol=tolerance * h.norm(dim=1).max().item())
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@torch.inference_mode()
+def test_rows_that_share_their_candidates_each_get_their_own_argmax(monkeypatch, route):
+    """The rows of one verify share most of their candidates, which are rescored as one product over
+    their union: rows close to each other, each with a different winner among the same near-tied
+    tokens, must each get their own float32 argmax."""
+    force(monkeypatch, route)
+    generator = torch.Generator().manual_seed(5)
+    vocab, hidden, rows = 4_096, 64, 12
+    weight = torch.randn(vocab, hidden, generator=generator) / hidden**0.5
+    base = 8 * weight[7] / weight[7].norm()  # token 7 wins by far
+    lean = torch.randn(rows, hidden, generator=generator)
+    lean -= (lean @ base)[:, None] * base / base.norm() ** 2  # directions the base row does not see
+    twins = torch.arange(100, 100 + rows)
+    weight[twins] = weight[7] + 1e-3 * lean  # tied with token 7 on the base row
+    h = base + 0.05 * lean  # row i leans to twin i, by some 0.003 logits: inside every route's bound
+    if head_route(weight) != route:
+        pytest.skip(f"this torch or CPU has no {route} route")
+    head = LMHead(weight, None, None, 1.0)
+    reference = torch.mm(weight, h.T).T.argmax(-1).tolist()
+    _, candidates = _near_the_top(head.cheap.product(h), head.cheap, h)
+    assert len(set(reference)) == rows  # every row has its own winner ...
+    assert len(torch.unique(candidates)) < len(candidates)  # ... among candidates the rows share
+    assert list(head.greedy(h)[1]) == reference
 
 
 @torch.inference_mode()
