@@ -362,10 +362,14 @@ def _near_the_top(raw: torch.Tensor, cheap: CheapHead, h: torch.Tensor) -> tuple
     inner = block_ids < whole // BLOCK
     block_rows, block_ids = block_rows[inner], block_ids[inner]
     tokens = block_ids[:, None] * BLOCK + torch.arange(BLOCK)  # [k, BLOCK]
-    token_slack = torch.einsum("km,mkb->kb", a[block_rows], cheap.token_slack[:, tokens]) / (1 - r)
-    inside = raw[block_rows[:, None], tokens].float() + token_slack >= threshold[block_rows, None]
-    which, offset = inside.nonzero(as_tuple=True)
+    values = raw[block_rows[:, None], tokens].float()
+    # each token with its block's largest slack first, then the few left with their own
+    near = values + slack[block_rows, block_ids][:, None] >= threshold[block_rows, None]
+    which, offset = near.nonzero(as_tuple=True)
     rows, ids = block_rows[which], tokens[which, offset]
+    own = (a[rows] * cheap.token_slack[:, ids].T).sum(dim=1) / (1 - r)
+    inside = values[which, offset] + own >= threshold[rows]
+    rows, ids = rows[inside], ids[inside]
     tail = raw[:, whole:].float() + (a @ cheap.token_slack[:, whole:]) / (1 - r)
     tail_rows, tail_ids = (tail >= threshold[:, None]).nonzero(as_tuple=True)
     if len(tail_ids):
