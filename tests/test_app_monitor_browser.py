@@ -48,7 +48,11 @@ def test_monitor_shows_the_engines_tau_and_per_position_acceptance():
         # and the last endpoint's plot and verdict are gone
         page.fill("#mon-url input, #mon-url textarea", url + "config")
         page.click("#mon-start")
-        page.wait_for_function("() => document.querySelector('#mon-status').innerText.includes('不是 Prometheus 指标')")
+        # the status may show Gradio's "queue: 1/1" overlay above the error for a frame: wait for the
+        # line alone (a status that stays on several lines still fails below)
+        page.wait_for_function("""() => { const t = document.querySelector('#mon-status').innerText.trim();
+                                          return t.includes('不是 Prometheus 指标') && !t.includes('queue:'); }""",
+                               timeout=10_000)
         status = page.inner_text("#mon-status").strip()
         assert "\n" not in status and "{" not in status and url + "config" in status
         # Gradio's own "queue: 1/1" overlay may sit on the outputs a frame longer than the status: wait it out
