@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The benchmarks of docs/benchmarks.md on a CUDA GPU, in under 8 minutes:
+# The benchmarks of docs/benchmarks.md on a CUDA GPU, in under 10 minutes:
 #   1. drafters side by side and against transformers' generate / assisted / prompt lookup, with the
 #      recording overhead (python -m core bench --compare-hf --overhead);
 #   2. the batch-size study up to batch 64 (--batch-sweep): throughput per drafter and the target's
 #      forward latency against query tokens x batch;
-#   3. batched greedy decoding checked per request against model.generate() at every batch size.
+#   3. batched greedy decoding checked per request against model.generate() at every batch size;
+#   4. the learned drafters (eagle3 and hybrid, fixed k and auto) side by side.
 # Results go to docs/benchmarks/<preset>-cuda/ (bench.json, bench.md, bench.html, batch_check.*,
-# hardware.txt naming the GPU).
+# hardware.txt naming the GPU; step 4 in learned/).
 #
 #   bash bench/gpu.sh                      # preset tiny
 #   PRESET=gemma-270m bash bench/gpu.sh    # any preset, folder or hub id
@@ -64,5 +65,10 @@ if [ "$status" != 0 ]; then
     # bf16 matrix products need not round alike at every batch size: a near-tie can flip a greedy token
     echo "batch check: some request differs from generate() or a block leaked (status $status); see $OUT/batch_check.md" >&2
 fi
+LEARNED=(-m core bench --preset "$PRESET" --device "$DEVICE" --drafters none,eagle3,eagle3:auto,hybrid,hybrid:auto
+         --repeats "$REPEATS" --max-new-tokens "$TOKENS" --out "$OUT/learned" ${PROMPTS[@]+"${PROMPTS[@]}"})
+echo "== 4. $PYTHON ${LEARNED[*]}"
+timeout 150 "$PYTHON" "${LEARNED[@]}" || echo "learned drafters: not finished (status $?)" >&2
+
 echo "done in $(( $(date +%s) - start )) s; results in $OUT"
 exit "$status"
