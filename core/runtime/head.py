@@ -349,6 +349,11 @@ def _near_the_top(raw: torch.Tensor, cheap: CheapHead, h: torch.Tensor) -> tuple
     r = cheap.r
     whole = vocab - vocab % BLOCK
     a = cheap.row_slack(h)  # [n, m]
+
+    def own_slack(rows: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """S_j / (1 - r) of each (row, token) pair."""
+        return (a[rows] * cheap.token_slack[:, ids].T).sum(dim=1) / (1 - r)
+
     blocks = torch.cat([raw[:, :whole].view(n, -1, BLOCK).amax(dim=2).float(), raw[:, whole:].float()], dim=1)
     slack = (a @ cheap.block_slack) / (1 - r)  # [n, blocks]: the largest S_j / (1 - r) of each block
     top, where = blocks.max(dim=1)
@@ -356,7 +361,7 @@ def _near_the_top(raw: torch.Tensor, cheap: CheapHead, h: torch.Tensor) -> tuple
     first = torch.where(in_block, where * BLOCK, whole + where - whole // BLOCK)
     span = torch.where(in_block[:, None], first[:, None] + torch.arange(BLOCK), first[:, None])  # [n, BLOCK]
     best = span.gather(1, raw.gather(1, span).argmax(dim=1, keepdim=True))[:, 0]  # the cheap argmax b
-    slack_best = (a * cheap.token_slack[:, best].T).sum(dim=1) / (1 - r)
+    slack_best = own_slack(torch.arange(n), best)
     threshold = top - slack_best - 2 * r * top.abs() / (1 - r)
     block_rows, block_ids = (blocks + slack >= threshold[:, None]).nonzero(as_tuple=True)
     inner = block_ids < whole // BLOCK
@@ -367,8 +372,7 @@ def _near_the_top(raw: torch.Tensor, cheap: CheapHead, h: torch.Tensor) -> tuple
     near = values + slack[block_rows, block_ids][:, None] >= threshold[block_rows, None]
     which, offset = near.nonzero(as_tuple=True)
     rows, ids = block_rows[which], tokens[which, offset]
-    own = (a[rows] * cheap.token_slack[:, ids].T).sum(dim=1) / (1 - r)
-    inside = values[which, offset] + own >= threshold[rows]
+    inside = values[which, offset] + own_slack(rows, ids) >= threshold[rows]
     rows, ids = rows[inside], ids[inside]
     tail = raw[:, whole:].float() + (a @ cheap.token_slack[:, whole:]) / (1 - r)
     tail_rows, tail_ids = (tail >= threshold[:, None]).nonzero(as_tuple=True)
