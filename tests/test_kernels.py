@@ -90,3 +90,52 @@ def test_a_packed_body_times_its_row_count_on_this_cpu(random_llama, monkeypatch
         expected = random_llama(torch.arange(3, 5)[None]).logits
         torch.testing.assert_close(model(torch.arange(3, 5)[None]).logits, expected, atol=1e-5, rtol=1e-5)
     assert len(calls) == len(_linears(model))
+
+
+# ---- drafters' half-precision products -------------------------------------------------------------
+def _fbgemm_or_skip():
+    if kernels.half_product(torch.ones(2, 2)) is None:
+        pytest.skip("no fbgemm fp16 GEMM in this torch build or on this CPU")
+
+
+def test_a_half_product_is_the_half_rounded_weight_summed_in_float32():
+    _fbgemm_or_skip()
+    torch.manual_seed(0)
+    weight, x = torch.randn(300, 64), torch.randn(3, 5, 64)
+    product = kernels.half_product(weight)
+    out = product(x)
+    assert out.shape == (3, 5, 300)
+    torch.testing.assert_close(out, x @ weight.half().float().T, rtol=0, atol=1e-4)
+    assert (out - x @ weight.T).abs().max() > 1e-4  # not the float32 product: the weight was rounded
+
+
+def test_half_linears_round_only_without_gradients(monkeypatch):
+    _fbgemm_or_skip()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.SiLU(), torch.nn.Linear(32, 8, bias=False))
+    exact = copy.deepcopy(net)
+    assert kernels.half_linears(net) == 2
+    x = torch.randn(4, 64)
+    with torch.no_grad():
+        first = net[0](x)
+        torch.testing.assert_close(first, torch.nn.functional.linear(x, net[0].weight.half().float(), net[0].bias),
+                                   rtol=0, atol=1e-4)
+        assert not torch.equal(first, exact[0](x))
+    net(x).sum().backward()  # training: the float32 weights, with their gradients
+    assert torch.equal(net(x), exact(x)) and net[0].weight.grad is not None
+    monkeypatch.setenv("SDLAB_HALF_DRAFTERS", "0")
+    assert kernels.half_product(torch.ones(2, 2)) is None and kernels.half_linears(copy.deepcopy(exact)) == 0
+
+
+def test_an_eagle3_drafter_drafts_through_half_products_and_stays_lossless(tiny):
+    _fbgemm_or_skip()
+    target, _ = tiny
+    decoder, ids = build_decoder(DecodeRequest.of("我爱中国，", "tiny", "eagle3", k=5, max_new_tokens=24))
+    net = decoder.drafter.net
+    assert net.head_product is not None
+    assert all(hasattr(m, "half_product") for m in net.modules() if isinstance(m, torch.nn.Linear))
+    out = [token.token for record in decoder.steps(ids) for token in record.emitted]
+    with torch.inference_mode():
+        reference = target.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24,
+                                           pad_token_id=target.tokenizer.pad_token_id)[0, len(ids):].tolist()
+    assert out == reference

@@ -153,6 +153,7 @@ class EagleDrafter(Drafter):
         self.net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
         load_checked(self.net, state, folder)
         self.net.to(device=head.device, dtype=head.dtype).eval()
+        self.net.use_half_products()
         self.hidden_layers = net_config.target_layers
         self.model_path = str(folder)
         self.block_size = block_size
