@@ -138,7 +138,7 @@ def half_product(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]
         return None
 
     def product(x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).float()
+        flat = x.reshape(-1, x.shape[-1]).float().contiguous()
         return torch.ops.quantized.linear_dynamic_fp16(flat, packed).reshape(*x.shape[:-1], weight.shape[0])
     return product
 
