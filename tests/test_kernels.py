@@ -139,3 +139,5 @@ def test_an_eagle3_drafter_drafts_through_half_products_and_stays_lossless(tiny)
         reference = target.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=24,
                                            pad_token_id=target.tokenizer.pad_token_id)[0, len(ids):].tolist()
     assert out == reference
+    exact, _ = build_decoder(DecodeRequest.of("我爱中国，", "tiny", "eagle3", k=5, draft_precision="float32"))
+    assert exact.drafter.net.head_product is None  # what the vLLM oracle asks for: vLLM-CPU drafts in float32

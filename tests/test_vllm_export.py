@@ -99,7 +99,7 @@ def test_vllms_computation_on_the_checkpoint_gives_the_lab_drafters_logits(expor
     target, _ = tiny
     w = load_file(str(exported / "model.safetensors"))
     config = json.loads((exported / "config.json").read_text())
-    net = Eagle3Drafter(DraftShape(1, 4), target, weights=str(SOURCE)).net
+    net = Eagle3Drafter(DraftShape(1, 4), target, weights=str(SOURCE), half_products=False).net  # as trained
     ids = target.tokenizer("It is a truth universally acknowledged", return_tensors="pt").input_ids
     with torch.no_grad():
         hidden = target.model(ids, output_hidden_states=True).hidden_states

@@ -140,10 +140,11 @@ class EagleDrafter(Drafter):
 
     @classmethod
     def build(cls, options: EagleOptions, inputs: DrafterInputs) -> "EagleDrafter":
-        return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes)
+        return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes,
+                   options.half_products)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
-                 eagle_nodes: int | None = None):
+                 eagle_nodes: int | None = None, half_products: bool = True):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
         config, state = load_folder(folder, self.name, target.model)
@@ -153,7 +154,8 @@ class EagleDrafter(Drafter):
         self.net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
         load_checked(self.net, state, folder)
         self.net.to(device=head.device, dtype=head.dtype).eval()
-        self.net.use_half_products()
+        if half_products:
+            self.net.use_half_products()
         self.hidden_layers = net_config.target_layers
         self.model_path = str(folder)
         self.block_size = block_size

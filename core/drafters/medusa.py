@@ -199,9 +199,11 @@ class MedusaDrafter(Drafter):
 
     @classmethod
     def build(cls, options: "MedusaOptions", inputs: DrafterInputs) -> "MedusaDrafter":
-        return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices)
+        return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices,
+                   options.half_products)
 
-    def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None):
+    def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None,
+                 half_products: bool = True):
         super().__init__(shape)
         folder = weights or default_folder(target.path, "medusa")
         config, state = load_folder(folder, "medusa", target.model)
@@ -209,7 +211,8 @@ class MedusaDrafter(Drafter):
         self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight, state.get("draft_vocab"))
         load_checked(self.heads, state, folder)
         self.heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
-        self.heads.use_half_products()
+        if half_products:
+            self.heads.use_half_products()
         self.model_path = str(folder)
         if medusa_choices is None:
             self.choices = choices_for_shape(shape, self.heads.config.num_heads)

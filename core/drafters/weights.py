@@ -32,6 +32,14 @@ class LearnedOptions(DrafterOptions):
     drafter_weights: str | None = Field(
         None, min_length=1, max_length=1000,
         description="medusa/eagle/eagle3 weights folder (default: the one next to the target)")
+    draft_precision: Literal["auto", "float32"] = Field(
+        "auto", description="auto: draft through fp16 products on CPU where fbgemm runs (faster; only what is "
+                            "proposed can change, never the output); float32: the weights as trained, as a float32 "
+                            "peer such as vLLM-CPU computes them")
+
+    @property
+    def half_products(self) -> bool:
+        return self.draft_precision == "auto"
 
 
 def default_folder(target_path: str, kind: str) -> Path:
