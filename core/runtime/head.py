@@ -63,10 +63,10 @@ import torch
 import torch.nn.functional as F
 
 from core.cost.timing import time_interleaved
+from core.runtime.kernels import fp16_product
 
 BF16_ROUNDOFF = 2.0**-8  # unit roundoff of bfloat16 (8 significant bits)
 FLOAT32_ROUNDOFF = 2.0**-24
-FP16_LARGEST = 65504.0  # larger weights would round to inf in half
 INT8_LEVELS = 127  # the activation's levels (fbgemm's reduce_range: 7 bits, so no int16 pair saturates on AVX2)
 OUTLIER_CHANNELS = 32  # hidden channels the int8 route takes out of its product and adds in float32
 MIN_CHEAP_VOCAB = 32_768  # smaller heads are cheap in float32: no second copy for them
@@ -144,14 +144,10 @@ def _fp16_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHea
     float32 reference each): ``S = (max_j|ŵ_j - w_j| + g (2 max_j|w_j| + max_j|ŵ_j - w_j|)) |h|``.
     The result is float32: no rounding of its own (r = 0)."""
     hidden = weight.shape[1]
-    if float(weight.abs().max()) >= FP16_LARGEST:
+    product = fp16_product(weight)
+    if product is None:  # no fbgemm here, or a weight half cannot hold
         return None
-    try:
-        packed = torch.ops.quantized.linear_prepack_fp16(weight, None)
-        columns = torch.ops.quantized.linear_dynamic_fp16(torch.eye(2, hidden), packed)  # [2, vocab]
-    except (RuntimeError, AttributeError, NotImplementedError):  # no fbgemm here
-        return None
-    if not torch.equal(columns, weight[:, :2].T.half().float()):
+    if not torch.equal(product(torch.eye(2, hidden)), weight[:, :2].T.half().float()):
         return None  # not the rounding the bound assumes
     rounding, largest = 0.0, 0.0
     for chunk in weight.split(16_384):  # without a second full-size float32 copy
@@ -159,7 +155,7 @@ def _fp16_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHea
         largest = max(largest, float(chunk.norm(dim=1).max()))
     ku = hidden * FLOAT32_ROUNDOFF
     slack = rounding + ku / (1 - ku) * (2 * largest + rounding)
-    return _uniform("fp16", lambda h: torch.ops.quantized.linear_dynamic_fp16(h, packed), slack, 0.0, weight.shape[0])
+    return _uniform("fp16", product, slack, 0.0, weight.shape[0])
 
 
 def _int8_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHead | None:

@@ -123,12 +123,19 @@ def _forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 
 def half_product(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """A drafter's ``fp16_product``; None with ``SDLAB_HALF_DRAFTERS=0``."""
+    if os.environ.get("SDLAB_HALF_DRAFTERS", "1") == "0":
+        return None
+    return fp16_product(weight)
+
+
+def fp16_product(weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """``x -> x @ weight.T`` through fbgemm's fp16 GEMM (weight rounded to half once, float32
     sums), for a float32 CPU ``weight`` [out, in]; None where fbgemm does not run, for other
-    devices and dtypes, and with ``SDLAB_HALF_DRAFTERS=0``."""
+    devices and dtypes, and for weights that half cannot hold. The LM head's fp16 route
+    (``core.runtime.head``) and the drafters take it from here."""
     weight = weight.detach()
-    if (os.environ.get("SDLAB_HALF_DRAFTERS", "1") == "0" or weight.device.type != "cpu"
-            or weight.dtype != torch.float32 or not bool(torch.isfinite(weight).all())
+    if (weight.device.type != "cpu" or weight.dtype != torch.float32
             or float(weight.abs().max()) >= torch.finfo(torch.float16).max):
         return None
     try:
