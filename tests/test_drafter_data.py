@@ -182,3 +182,15 @@ def test_a_cheap_head_keeps_the_float32_top_k(route, monkeypatch):
     cheap_ids, cheap_logprobs = cheap.top(final, 8)
     assert torch.equal(cheap_ids, exact_ids)
     assert torch.allclose(cheap_logprobs, exact_logprobs, atol=0.05)
+
+
+def test_print_folder_names_the_folder_a_build_fills_and_builds_nothing(cache, capsys):
+    argv = ["--preset", "tiny", "--budget-tokens", str(SHARD), "--device", "cpu", "--seq-len", "24",
+            "--shard-sequences", "4", "--distill-share", "0.5", "--prompt-tokens", "12", "--chat-prompt-tokens", "12",
+            "--loop-ngram", "1", "--loop-keep", "2", "--sources", "pystdlib", "--seed", "3"]
+    assert drafter_data.main([*argv, "--print-folder"]) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed.parent == cache / "speculative-decoding-lab" / "drafter-data" and not printed.exists()
+    settings, run, _ = drafter_data.parse_args(argv)
+    assert settings == SETTINGS
+    assert drafter_data.build(settings, run, log=lambda m: None) == printed

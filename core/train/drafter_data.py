@@ -429,18 +429,27 @@ class Progress:
                 f"{rate:.1f} positions/s, ETA {eta_text}")
 
 
-def build(settings: PipelineSettings, run: RunOptions, log=None) -> Path:
-    """Make (or complete) the data for ``run.budget_tokens`` positions; returns its folder."""
+def _target_and_folder(settings: PipelineSettings, run: RunOptions):
+    """The loaded target, the settings with its layers, its fingerprint and the data's folder."""
     from core.models.loading import load_model, resolve_preset
 
-    log = log or (lambda message: print(f"[data] {message}", file=sys.stderr, flush=True))
     settings.check()
     torch.set_num_threads(run.threads)
     target = load_model(resolve_preset(settings.preset).target, run.device)
-    config = target.model.config.get_text_config()
-    settings = resolve_layers(settings, config.num_hidden_layers)
+    settings = resolve_layers(settings, target.model.config.get_text_config().num_hidden_layers)
     fingerprint = target_fingerprint(target.model)
-    folder = run.out or default_folder(settings, fingerprint)
+    return target, settings, fingerprint, run.out or default_folder(settings, fingerprint)
+
+
+def folder_for(settings: PipelineSettings, run: RunOptions) -> Path:
+    """Where ``build`` keeps this data, without building anything (it loads the target to name it)."""
+    return _target_and_folder(settings, run)[3]
+
+
+def build(settings: PipelineSettings, run: RunOptions, log=None) -> Path:
+    """Make (or complete) the data for ``run.budget_tokens`` positions; returns its folder."""
+    log = log or (lambda message: print(f"[data] {message}", file=sys.stderr, flush=True))
+    target, settings, fingerprint, folder = _target_and_folder(settings, run)
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / ".lock").open("w") as lock:
         try:
@@ -645,7 +654,7 @@ def load(folders: Path | Sequence[Path], max_positions: int | None = None, targe
 
 
 # ---- command line ------------------------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOptions]:
+def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOptions, bool]:
     defaults = PipelineSettings()
     parser = argparse.ArgumentParser(prog="python -m core.train.drafter_data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -679,6 +688,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
     parser.add_argument("--sources", default=",".join(defaults.sources),
                         help=f"text sources, comma-separated (default all: {', '.join(defaults.sources)})")
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--print-folder", action="store_true",
+                        help="print the data folder these settings use (made or not) and exit")
     args = parser.parse_args(argv)
     settings = PipelineSettings(
         preset=args.preset, seq_len=args.seq_len, shard_sequences=args.shard_sequences,
@@ -688,13 +699,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineSettings, RunOpti
         rescore=args.rescore,
         sources=tuple(filter(None, args.sources.split(","))), seed=args.seed,
     )
-    return settings, RunOptions(args.budget_tokens, args.device, args.threads, args.batch_size, args.gen_batch, args.out)
+    run = RunOptions(args.budget_tokens, args.device, args.threads, args.batch_size, args.gen_batch, args.out)
+    return settings, run, args.print_folder
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings, run = parse_args(argv)
+    settings, run, print_folder = parse_args(argv)
     try:
-        build(settings, run)
+        if print_folder:
+            print(folder_for(settings, run))
+        else:
+            build(settings, run)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
