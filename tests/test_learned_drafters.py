@@ -15,7 +15,7 @@ from core.drafters.base import DraftShape, pick_children
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
-from core.drafters.vocab import Columns, draft_rows, to_target_vocab
+from core.drafters.vocab import Columns, ContextColumns, draft_rows, to_target_vocab
 from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.errors import UserError
 from core.models.loading import LoadedModel
@@ -231,6 +231,55 @@ def test_children_picked_from_a_drafters_own_columns_are_those_of_its_target_wid
     token, prob, law = pick_children(own, 1, 1.0, generator.manual_seed(0), columns)[0]
     wide_token, wide_prob, wide_law = pick_children(wide, 1, 1.0, generator.manual_seed(0))[0]
     assert (token, prob) == (wide_token, wide_prob) and torch.equal(law, wide_law) and len(law) == 10
+
+
+def test_context_columns_add_the_requests_tokens_outside_the_draft_vocabulary():
+    head = torch.randn(6, 3)
+    context = ContextColumns(torch.tensor([2, 5]), head)
+    context.read([1, 2, 4, 1])
+    assert context.extra_ids.tolist() == [1, 4]
+    assert context.columns.target_ids(torch.arange(4)).tolist() == [2, 5, 1, 4]
+    out = torch.randn(2, 3)
+    assert torch.allclose(context.logits(out), out @ head[[1, 4]].T)
+    context.read([1, 2, 4, 1, 0, 5, 9])  # only the new tokens are read; 5 is in the draft vocabulary, 9 no id
+    assert context.extra_ids.tolist() == [1, 4, 0]
+    assert context.columns.to_target(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])).tolist() == [
+        5.0, 3.0, 1.0, -float("inf"), 4.0, 2.0]
+
+
+def narrowed_eagle3(target, context_vocab):
+    drafter = Eagle3Drafter(DraftShape(3, 4), target, eagle_nodes=16, context_vocab=context_vocab)
+    net = drafter.net
+    net.draft_vocab = net.draft_vocab[:64]
+    net.head_weight, net.head_product = net.target_head[net.draft_vocab], None
+    return drafter, net.draft_vocab
+
+
+def narrowed_medusa(target, context_vocab):
+    drafter = MedusaDrafter(DraftShape(2, 3), target, context_vocab=context_vocab)
+    heads = drafter.heads  # tiny's medusa scores the whole vocabulary: it takes eagle3's 64 ids
+    heads.draft_vocab = narrowed_eagle3(target, context_vocab)[1]
+    heads.shared_head, heads.head_products = heads.target_head[heads.draft_vocab], None
+    return drafter, heads.draft_vocab
+
+
+@pytest.mark.parametrize("context_vocab", [True, False])
+@pytest.mark.parametrize("narrowed", [narrowed_eagle3, narrowed_medusa])
+def test_drafters_propose_context_tokens_outside_their_draft_vocabulary_only_when_asked(narrowed, context_vocab,
+                                                                                          target, baselines):
+    """tiny's eagle3 and medusa scoring only 64 ids (eagle3's 1,024 hold every greedy token of these
+    prompts, medusa scores all 8,000): with context columns they also propose ids of the request outside
+    them (scored by the target's own head rows), and the output is still the target's."""
+    outside = 0
+    for prompt, (ids, expected) in list(baselines.items())[:6]:
+        drafter, vocab = narrowed(target, context_vocab)
+        inside = set(vocab.tolist())
+        proposed = []
+        propose = drafter.propose
+        drafter.propose = lambda ctx: (tree := propose(ctx), proposed.extend(tree.tokens))[0]
+        assert decode(target, drafter, ids).tokens == expected
+        outside += sum(token not in inside for token in proposed)
+    assert (outside > 0) == context_vocab
 
 
 def test_coverage_is_the_share_of_tokens_a_draft_vocabulary_can_propose():

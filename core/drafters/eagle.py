@@ -33,6 +33,7 @@ from pydantic import Field
 
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
+from core.drafters.vocab import ContextColumns
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
 from core.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
@@ -141,10 +142,10 @@ class EagleDrafter(Drafter):
     @classmethod
     def build(cls, options: EagleOptions, inputs: DrafterInputs) -> "EagleDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes,
-                   options.half_products)
+                   options.half_products, options.context_vocab)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
-                 eagle_nodes: int | None = None, half_products: bool = True):
+                 eagle_nodes: int | None = None, half_products: bool = True, context_vocab: bool = True):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
         config, state = load_folder(folder, self.name, target.model)
@@ -157,6 +158,8 @@ class EagleDrafter(Drafter):
         if half_products:
             self.net.use_half_products()
         self.hidden_layers = net_config.target_layers
+        self.context_vocab = context_vocab
+        self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
         self.model_path = str(folder)
         self.block_size = block_size
         self.depth = shape.depth
@@ -179,6 +182,7 @@ class EagleDrafter(Drafter):
         self.fed = 0  # committed positions whose pair the drafter cache holds
         self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
         self.last_expansion = None
+        self.context = self.net.context_columns() if self.context_vocab else None
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
         self.waiting.append(hidden)  # fused when next drafted, all at once: a plain step pays nothing here
@@ -189,6 +193,8 @@ class EagleDrafter(Drafter):
         depth = min(self.depth, ctx.max_depth)
         if depth <= 0 or not (self.waiting or self.fed):
             return DraftTree()  # a one-token prompt: no target feature yet
+        if self.context is not None:
+            self.context.read(ctx.tokens)
         root_out = self._catch_up(ctx.tokens)
         expansion = self._expand(root_out, depth, ctx.temperature)
         self.last_expansion = expansion
@@ -226,9 +232,11 @@ class EagleDrafter(Drafter):
         outputs = {-1: root_out}  # candidate -> drafter output at it (the feature guessed after it)
         fed: list[int] = []  # candidates in drafter-cache write order
         frontier = [-1]
-        columns = self.net.columns  # ranked as they are: the target-wide logits would only add -inf entries
+        # ranked as they are: the target-wide logits would only add -inf entries
+        columns = self.net.columns if self.context is None else self.context.columns
         for level in range(1, depth + 1):
-            logits = columns.proposable(self.net.draft_logits(torch.stack([outputs[c] for c in frontier]))).float()
+            out = torch.stack([outputs[c] for c in frontier])
+            logits = columns.proposable(self.net.draft_logits(out, self.context)).float()
             logprobs = torch.log_softmax(logits / (temperature if temperature > 0 else 1.0), dim=-1)  # [m, columns]
             top = torch.topk(logprobs, self.top_k, dim=-1)
             tokens = columns.target_ids(top.indices).tolist()

@@ -32,13 +32,13 @@ from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from core.drafters.eagle3_layer import Eagle3ReferenceLayer
+from core.drafters.vocab import Columns, ContextColumns, keep_draft_vocab
 from core.runtime.forward import chain_parents
 from core.runtime.kernels import half_linears, half_product
 from core.runtime.kv_cache import RequestKV
 from core.runtime.tree import attention_mask, position_ids
 
 LAYOUTS = ("lab", "reference")
-from core.drafters.vocab import Columns, keep_draft_vocab
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class FeatureDrafterNet(nn.Module):
         self.rotary = LlamaRotaryEmbedding(llama)
         self.norm = LlamaRMSNorm(hidden, eps=config.rms_norm_eps) if config.output_norm else None
         self.vocab_size = head_weight.shape[0]
+        self.target_head = head_weight.detach()  # [vocab, H]: every id's row (context columns read it)
         keep_draft_vocab(self, draft_vocab, config.draft_vocab_size)
         if self.draft_vocab is not None:
             head_weight = head_weight[self.draft_vocab]
@@ -123,12 +124,21 @@ class FeatureDrafterNet(nn.Module):
         return self.layer(x, attention_mask=mask, position_ids=positions, cache=cache,
                           use_cache=cache is not None, position_embeddings=rope)
 
-    def draft_logits(self, out: torch.Tensor) -> torch.Tensor:
-        """out [..., H] -> logits over the draft vocabulary [..., draft vocab]."""
+    def draft_logits(self, out: torch.Tensor, context: ContextColumns | None = None) -> torch.Tensor:
+        """out [..., H] -> logits over the draft vocabulary [..., draft vocab], followed by the
+        ``context``'s extra columns when given (``context.columns`` names them all)."""
         out = out if self.norm is None else self.norm(out)
         if self.head_product is None or torch.is_grad_enabled():
-            return out @ self.head_weight.T
-        return self.head_product(out)
+            logits = out @ self.head_weight.T
+        else:
+            logits = self.head_product(out)
+        if context is None or not len(context.extra_ids):
+            return logits
+        return torch.cat([logits, context.logits(out).to(logits.dtype)], dim=-1)
+
+    def context_columns(self) -> ContextColumns | None:
+        """Extra columns for one request's own tokens (None without a reduced draft vocabulary)."""
+        return None if self.draft_vocab is None else ContextColumns(self.draft_vocab, self.target_head)
 
     @property
     def columns(self) -> Columns:

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext, pick_children
-from core.drafters.vocab import Columns, keep_draft_vocab
+from core.drafters.vocab import Columns, ContextColumns, keep_draft_vocab
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
 from core.errors import UserError
 from core.limits import MAX_TREE_NODES
@@ -67,6 +67,7 @@ class MedusaHeads(nn.Module):
         super().__init__()
         self.config = config
         self.vocab_size = target_head_weight.shape[0]
+        self.target_head = target_head_weight.detach()  # [vocab, H]: every id's row (context columns read it)
         self.blocks = nn.ModuleList(ResBlock(config.hidden_size) for _ in range(config.num_heads))
         keep_draft_vocab(self, draft_vocab, config.draft_vocab_size)
         if self.draft_vocab is not None:
@@ -88,13 +89,25 @@ class MedusaHeads(nn.Module):
             products = [half_product(weight) for weight in self.lm_heads]
         self.head_products = None if None in products else products
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, context: ContextColumns | None = None) -> torch.Tensor:
+        """hidden [..., H] -> logits [..., K, draft vocab], followed by the ``context``'s extra columns when given."""
         per_head = torch.stack([block(hidden) for block in self.blocks], dim=-2)  # [..., K, H]
         if self.head_products is not None and not torch.is_grad_enabled():
-            return torch.stack([product(per_head[..., k, :]) for k, product in enumerate(self.head_products)], dim=-2)
-        if self.lm_heads is None:
-            return per_head @ self.shared_head.T  # [..., K, vocab]
-        return torch.einsum("...kh,kvh->...kv", per_head, self.lm_heads)
+            logits = torch.stack([product(per_head[..., k, :]) for k, product in enumerate(self.head_products)], dim=-2)
+        elif self.lm_heads is None:
+            logits = per_head @ self.shared_head.T  # [..., K, vocab]
+        else:
+            logits = torch.einsum("...kh,kvh->...kv", per_head, self.lm_heads)
+        if context is None or not len(context.extra_ids):
+            return logits
+        return torch.cat([logits, context.logits(per_head).to(logits.dtype)], dim=-1)
+
+    def context_columns(self) -> ContextColumns | None:
+        """Extra columns for one request's own tokens: only with a reduced draft vocabulary and the
+        target's own head rows (heads of their own score with trained copies)."""
+        if self.draft_vocab is None or self.lm_heads is not None:
+            return None
+        return ContextColumns(self.draft_vocab, self.target_head)
 
     @property
     def columns(self) -> Columns:
@@ -200,10 +213,10 @@ class MedusaDrafter(Drafter):
     @classmethod
     def build(cls, options: "MedusaOptions", inputs: DrafterInputs) -> "MedusaDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices,
-                   options.half_products)
+                   options.half_products, options.context_vocab)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None,
-                 half_products: bool = True):
+                 half_products: bool = True, context_vocab: bool = True):
         super().__init__(shape)
         folder = weights or default_folder(target.path, "medusa")
         config, state = load_folder(folder, "medusa", target.model)
@@ -226,9 +239,12 @@ class MedusaDrafter(Drafter):
                             f"{self.heads.config.num_heads} heads")
         self.max_nodes = len(self.choices)
         self.feature: torch.Tensor | None = None
+        self.context_vocab = context_vocab
+        self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.feature = None
+        self.context = self.heads.context_columns() if self.context_vocab else None
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
         self.feature = hidden[0][-1]  # [H] at the newest committed position
@@ -237,7 +253,9 @@ class MedusaDrafter(Drafter):
     def propose(self, ctx: ProposeContext) -> DraftTree:
         if self.feature is None or ctx.max_depth <= 0:
             return DraftTree()  # a one-token prompt: no hidden state yet
-        columns = self.heads.columns
-        head_logits = columns.proposable(self.heads(self.feature)).float()  # [K, columns]
+        if self.context is not None:
+            self.context.read(ctx.tokens)
+        columns = self.heads.columns if self.context is None else self.context.columns
+        head_logits = columns.proposable(self.heads(self.feature, self.context)).float()  # [K, columns]
         self.forwards += 1
         return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator, columns)

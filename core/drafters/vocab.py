@@ -79,3 +79,54 @@ class Columns:
     def to_target(self, logits: torch.Tensor) -> torch.Tensor:
         """``proposable`` logits [..., m] -> logits over the target's vocabulary [..., vocab_size]."""
         return to_target_vocab(logits, self.draft_vocab, self.vocab_size)
+
+
+class ContextColumns:
+    """A reduced draft vocabulary widened by the request's own tokens, scored by the borrowed head.
+
+    A reduced vocabulary leaves out tokens that are rare overall, and a reply needs some of them:
+    a name, an identifier or a rare character it takes from its prompt or its own earlier text. On
+    Gemma's chat-style held-out set 9.8% of the greedy tokens lie outside eagle3-chat's 16,384
+    and 8 in 10 of those occurred earlier in the context. A drafter whose head rows are the target's
+    own (EAGLE's) can score any target id with the same product, so the ids of the request outside
+    the draft vocabulary become extra columns after the static ones, scored in float32; nothing is
+    trained and nothing is saved. ``read(tokens)`` takes the request's tokens so far (prompt
+    included; only the ones it has not seen are read), ``columns`` maps columns to target ids and
+    ``logits(out)`` scores the extra columns.
+
+    Worked example, ``draft_vocab = [2, 5]``, V = 6, the request ``[1, 2, 4, 1]``: the extra ids are
+    ``[1, 4]``, the columns score ``[2, 5, 1, 4]``, so token 4 can be proposed though it is not in
+    the draft vocabulary.
+    """
+
+    def __init__(self, draft_vocab: torch.Tensor, head_weight: torch.Tensor):
+        self.draft_vocab = draft_vocab
+        self.head_weight = head_weight  # [V, H], the target's head: the rows of every id
+        self.vocab_size = head_weight.shape[0]
+        self.known = torch.zeros(self.vocab_size, dtype=torch.bool, device=draft_vocab.device)
+        self.known[draft_vocab] = True
+        self.extra_ids = draft_vocab.new_empty(0)
+        self.extra_rows = head_weight.new_empty(0, head_weight.shape[1], dtype=torch.float32)
+        self.seen = 0
+        self._columns = Columns(draft_vocab, self.vocab_size)
+
+    def read(self, tokens: list[int]) -> None:
+        new = [t for t in dict.fromkeys(tokens[self.seen :]) if 0 <= t < self.vocab_size]
+        self.seen = len(tokens)
+        if not new:
+            return
+        ids = torch.tensor(new, dtype=torch.long, device=self.known.device)
+        ids = ids[~self.known[ids]]
+        if len(ids):
+            self.known[ids] = True
+            self.extra_ids = torch.cat([self.extra_ids, ids])
+            self.extra_rows = torch.cat([self.extra_rows, self.head_weight[ids].float()])
+            self._columns = Columns(torch.cat([self.draft_vocab, self.extra_ids]), self.vocab_size)
+
+    @property
+    def columns(self) -> Columns:
+        return self._columns
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        """The head's input [..., H] -> the extra columns' logits [..., extra ids]."""
+        return out.float() @ self.extra_rows.T

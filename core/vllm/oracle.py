@@ -78,7 +78,8 @@ class Method:
         """The lab's request for the same method."""
         options = {}
         if self.name == "eagle3":
-            options.update(drafter_weights=self.eagle3_checkpoint, draft_precision="float32")  # vLLM drafts in float32
+            # vLLM drafts in float32, over the draft vocabulary alone
+            options.update(drafter_weights=self.eagle3_checkpoint, draft_precision="float32", context_vocab=False)
         if self.name == "ngram":
             options.update(ngram_n=self.ngram_max, ngram_min=NGRAM_MIN, ngram_lookup="vllm")
         return DecodeRequest.of(prompt, preset, self.name, k=self.k, max_new_tokens=max_new_tokens,
