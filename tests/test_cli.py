@@ -51,7 +51,8 @@ def test_generate_json_has_every_field_and_matches_the_baseline(tmp_path):
 def test_tree_and_ngram_and_baseline_from_the_cli(capsys):
     from core.cli import main  # in-process: the test above runs the real process
 
-    for args in (["--drafter", "draft", "--tree", "2x3"], ["--drafter", "ngram"], ["--drafter", "none"]):
+    for args in (["--drafter", "draft", "--tree", "2x3"], ["--drafter", "ngram"], ["--drafter", "none"],
+                 ["--drafter", "eagle3", "--draft-vocab-only"]):  # a drafter's flag, left unset for the others
         code = main(["generate", *args, "--prompt", "one two three one two three one two", "--max-new-tokens",
                      "16", "--check", "--json"])
         out, err = capsys.readouterr()

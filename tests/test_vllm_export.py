@@ -133,3 +133,13 @@ def test_a_checkpoint_with_its_own_lm_head_is_refused(exported, tiny):
     other_head = target.model.get_output_embeddings().weight.detach() + 0.01  # not the head exported
     with pytest.raises(UserError, match="lm_head"):
         read_checkpoint(exported, other_head)
+
+
+def test_the_oracle_asks_the_lab_to_draft_as_vllm_does(exported):
+    """vLLM drafts in float32 over the draft vocabulary alone (its d2t map): the oracle's request for
+    the lab asks for the same, not for fp16 products or context columns."""
+    from core.vllm.oracle import Method
+
+    request = Method("eagle3", k=3, eagle3_checkpoint=str(exported)).request("我爱中国", "tiny", 8)
+    assert request.options.draft_precision == "float32" and request.options.draft_vocab_only is True
+    assert not request.options.half_products

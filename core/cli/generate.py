@@ -39,8 +39,8 @@ def add_field_argument(p: argparse.ArgumentParser, name: str, info, default=...,
     kind = args[0]
     default = info.default if default is ... else default
     help_text = (info.description or "") + (f" [{'/'.join(owners)}]" if owners else "")
-    if kind is bool:
-        p.add_argument(f"--{flag(name)}", action="store_true", help=help_text)
+    if kind is bool:  # a drafter's option stays None (unset) unless given: other drafters refuse it
+        p.add_argument(f"--{flag(name)}", action="store_true", default=default, help=help_text)
         return
     kwargs = {"choices": list(typing.get_args(kind))} if typing.get_origin(kind) is typing.Literal else \
         {"type": kind if kind in (int, float) else str}

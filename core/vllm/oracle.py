@@ -79,7 +79,7 @@ class Method:
         options = {}
         if self.name == "eagle3":
             # vLLM drafts in float32, over the draft vocabulary alone
-            options.update(drafter_weights=self.eagle3_checkpoint, draft_precision="float32", context_vocab=False)
+            options.update(drafter_weights=self.eagle3_checkpoint, draft_precision="float32", draft_vocab_only=True)
         if self.name == "ngram":
             options.update(ngram_n=self.ngram_max, ngram_min=NGRAM_MIN, ngram_lookup="vllm")
         return DecodeRequest.of(prompt, preset, self.name, k=self.k, max_new_tokens=max_new_tokens,
