@@ -88,7 +88,7 @@ class ContextColumns:
     a name, an identifier or a rare character it takes from its prompt or its own earlier text. On
     Gemma's chat-style held-out set 9.8% of the greedy tokens lie outside eagle3-chat's 16,384
     and 8 in 10 of those occurred earlier in the context. A drafter whose head rows are the target's
-    own (EAGLE's) can score any target id with the same product, so the ids of the request outside
+    own (EAGLE's, Medusa's shared head) can score any target id the same way, so the ids of the request outside
     the draft vocabulary become extra columns after the static ones, scored in float32; nothing is
     trained and nothing is saved. ``read(tokens)`` takes the request's tokens so far (prompt
     included; only the ones it has not seen are read), ``columns`` maps columns to target ids and

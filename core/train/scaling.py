@@ -27,6 +27,9 @@ from core.train import drafter_data, eagle, heldout
 from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
 
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
+# the weights as trained, over their draft vocabulary alone: the engine's context columns (on by default)
+# would hide part of what a wider vocabulary buys, and the model cards' numbers were read this way
+AS_TRAINED = {"context_vocab": False}
 SCALING_VERSION = 1
 
 
@@ -47,7 +50,7 @@ def run_key(kind: str, fraction: float, args) -> str:
 def chat_numbers(kind: str, target, folder: Path) -> dict:
     """The drafter in ``folder / kind`` on the chat-style held-out prompts: tau and acceptance per depth."""
     drafter = eagle.DRAFTERS[kind]
-    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(folder / kind)),
+    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(folder / kind), **AS_TRAINED),
                                heldout.heldout_prompts(target, "chat"), f"{kind} k={DEPTH} chat")
     return {"tau": round(numbers.tau, 3), "per_position": [round(p, 3) for p in numbers.per_position]}
 
@@ -74,7 +77,7 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
     train_eagle(kind, target, share, heldout_data, out, trainer_args, checkpoint=cache / f"{key}.ckpt")
     seconds = time.perf_counter() - start
     drafter = eagle.DRAFTERS[kind]
-    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind)),
+    numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind), **AS_TRAINED),
                                heldout.heldout_prompts(target), f"{kind} k={DEPTH}")
     result = {"drafter": kind, "fraction": fraction, "positions": share.tokens.numel(), "steps": args.steps,
               "train_seconds": round(seconds, 1), "threads": torch.get_num_threads(), **numbers.rounded(),
