@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     for prompt in heldout_prompts(target, args.prompts):
         ids = prompt + target_greedy(target, prompt, args.max_new_tokens)
         logits = guesses(net, target, ids)
+        context = net.context_columns()  # the engine's own: ``known`` is the draft vocabulary and the ids read
         for t in range(len(prompt) - 2, len(ids) - 2):  # row t guesses ids[t + 2], a continued token
             token, row = ids[t + 2], logits[t]
-            seen = torch.zeros_like(static)
-            seen[ids[: t + 2]] = True
-            for v, allowed in enumerate((static, static | seen, None)):
+            context.read(ids[: t + 2])
+            for v, allowed in enumerate((static, context.known, None)):
                 ranked = row if allowed is None else row.masked_fill(~allowed, float("-inf"))
                 top = ranked.topk(4).indices.tolist()
                 first[v] += top[0] == token
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             positions += 1
             if not static[token]:
                 outside += 1
-                outside_in_context += bool(seen[token])
+                outside_in_context += bool(context.known[token])
     print(f"{args.weights}, {args.prompts}: {positions} continued positions; {outside} target tokens "
           f"({outside / positions:.1%}) outside the {len(net.draft_vocab):,}-token draft vocabulary, "
           f"{outside_in_context} of them earlier in the request\n")
