@@ -8,14 +8,11 @@ import pytest
 
 from core import DecodeRequest, build_decoder, generate, target_greedy
 from core.cost.curve import CostCurve, cost_curve
-from core.drafters.controller import (PLAIN_CHECK_GAP, Calibration, GoodputController, best_first, node_kind,
-                                     subtree)
+from core.drafters.controller import PLAIN_CHECK_GAP, Calibration, GoodputController, best_first, subtree
 from core.runtime.tree import DraftTree
 
 
 FLAT = CostCurve(tokens=[1, 32], ratio=[1.0, 1.0], forward_s=0.01, device="cpu", threads=1, model="x")
-STEEP_ROWS = CostCurve(tokens=[1, 32], ratio=[1.0, 1.4 + 31 * 0.4], forward_s=0.01, device="cpu", threads=1,
-                       model="x")  # each verified row beyond the first costs 0.4 of a forward
 STEEP = CostCurve(tokens=[1, 2, 32], ratio=[1.0, 2.0, 32.0], forward_s=0.01, device="cpu", threads=1, model="x")
 
 
@@ -43,41 +40,6 @@ def test_the_calibration_starts_at_its_prior_and_learns():
     for _ in range(50):
         a.observe(0.85, False)
     assert a(0.85) < 0.05 and a(0.85, prior=0.9) < 0.05 and a(0.25) == pytest.approx(0.25)
-
-
-def test_the_calibration_keeps_each_kind_of_proposer_apart_and_tallies_unscored_nodes_by_depth():
-    # hybrid: an n-gram node carries q = 1 whether or not EAGLE-3 agrees; what one kind of node
-    # taught must not move another's chance at the same q
-    a = Calibration()
-    for _ in range(40):
-        a.observe(1.0, False, node_kind("ngram"), depth=1)  # the chain alone, first node: missed
-        a.observe(1.0, True, node_kind("ngram+eagle3"), depth=1)  # both proposed it: kept
-        a.observe(1.0, True, node_kind("ngram"), depth=3)  # deeper along a chain that matched: kept
-    assert a(1.0, 0.5, "ngram", 1) < 0.05 and a(1.0, 0.5, "eagle3+ngram", 1) > 0.95
-    assert a(1.0, 0.5, "ngram", 3) > 0.95 and a(1.0, 0.5, "ngram", 2) == pytest.approx(0.5)  # depth 2: untried
-    assert a(0.95, 0.5, "eagle3", 1) == pytest.approx(0.5)  # EAGLE-3 alone: nothing learned yet
-    assert node_kind("eagle3-d2") == "eagle3" and node_kind("medusa-head1") == "medusa"
-    assert a.carried()(1.0, 0.5, "ngram", 1) == pytest.approx(0.25)  # the same rate, worth 2 observations
-
-
-def test_a_hybrid_tree_verifies_the_chain_only_where_its_kind_has_paid():
-    tree = DraftTree()
-    chain = tree.add(100, -1, 1.0, proposer="ngram")  # the n-gram chain alone
-    tree.add(101, chain, 1.0, proposer="ngram")
-    tree.add(200, -1, 0.6, proposer="eagle3-d1")  # EAGLE-3's own first guess, a sibling
-    c = GoodputController.__new__(GoodputController)
-    c.curve, c.verify_scale, c.calibration = STEEP_ROWS, 1.0, Calibration()
-    for _ in range(40):
-        c.calibration.observe(1.0, False, "ngram", 1)
-        c.calibration.observe(0.6, True, "eagle3", 1)
-    kept, _, _ = c._choose(tree, plain_s=0.01)
-    assert 2 in kept and 0 not in kept  # the chain, missing at depth 1 on this run, is not verified
-    c.calibration = Calibration()
-    for _ in range(40):
-        c.calibration.observe(1.0, True, "ngram", 1)
-        c.calibration.observe(0.6, False, "eagle3", 1)
-    kept, _, _ = c._choose(tree, plain_s=0.01)
-    assert 0 in kept and 2 not in kept
 
 
 def test_acceptance_by_level_learns_and_an_untried_level_is_no_better_than_the_one_above():

@@ -39,8 +39,6 @@ N = 600
         pytest.param("It is a truth", "draft", {"k": "auto"},  # the goodput controller prunes the chain
                      marks=pytest.mark.slow),
         ("one two three one two three one two", "hybrid", {"tree": "2x3", "eagle_nodes": 6}),
-        pytest.param("one two three one two three one two", "hybrid", {"tree": "auto", "eagle_nodes": 6},
-                     marks=pytest.mark.slow),  # the controller may verify a later sibling without an earlier one
     ],
 )
 def test_speculative_sampling_follows_the_target(tiny, prompt, drafter, shape):

@@ -35,61 +35,36 @@ CARRY_WEIGHT = 1.0  # a new run starts from the last run's acceptance (same draf
 # this many observations per bin or level at most: the new prompt's own steps soon outweigh it
 
 
-DEPTH_BINS = 4  # unscored nodes (q = 1: n-gram lookup) are tallied by depth 1, 2, 3, 4 and deeper
-
-
-def node_kind(proposer: str) -> str:
-    """Who proposed a node, without the part's detail: ``eagle3-d2`` -> ``eagle3``, ``medusa-head1`` ->
-    ``medusa``, ``ngram+eagle3`` (both proposed it) -> ``eagle3+ngram``."""
-    return "+".join(sorted({part.split("-")[0] for part in proposer.split("+")}))
-
-
-Cell = tuple[str, int]  # (node kind, bin): one tally of the calibration
-
-
 @dataclass
 class Calibration:
-    """a(q): acceptance of a reached node against its draft confidence q, per kind of proposer
-    (``node_kind``); and acceptance by level (``on_path``). Both learned on the run.
+    """a(q): acceptance of a reached node against its draft confidence q; and acceptance by level
+    (``on_path``). Both learned on the run."""
 
-    Kinds are kept apart because, at equal q, they accept at very different rates: in ``hybrid`` an
-    n-gram node carries q = 1 whether or not EAGLE-3 agrees, and on Gemma's chat-style prompts a
-    depth-1 node the n-gram chain alone proposed was kept 45% of the time, one both proposed 86%,
-    one EAGLE-3 alone proposed at q >= 0.9 nearly always (docs/drafters.md). A node that carries no
-    confidence (q = 1) is tallied by its depth instead: along a chain that matched, each next node
-    is likelier kept than the first."""
-
-    hits: dict[Cell, float] = field(default_factory=dict)
-    trials: dict[Cell, float] = field(default_factory=dict)
+    hits: list[float] = field(default_factory=lambda: [0.0] * BINS)
+    trials: list[float] = field(default_factory=lambda: [0.0] * BINS)
     path_hits: list[float] = field(default_factory=list)  # steps whose kept path reached depth d + 1 ...
     path_trials: list[float] = field(default_factory=list)  # ... of the steps that drafted it with d kept
 
-    @staticmethod
-    def cell(q: float, kind: str = "", depth: int = 1) -> Cell:
-        if q >= 1.0:
-            return kind, BINS + min(depth, DEPTH_BINS) - 1
-        return kind, min(BINS - 1, max(0, int(q * BINS)))
+    def bin(self, q: float) -> int:
+        return min(BINS - 1, max(0, int(q * BINS)))
 
-    def __call__(self, q: float, prior: float | None = None, kind: str = "", depth: int = 1) -> float:
-        """a(q) for a node of ``kind`` at ``depth``, from its tally and a prior worth ``PRIOR_WEIGHT``
-        observations: ``prior`` (the acceptance of the node's level on this run) or, without one, q itself."""
-        c = self.cell(q, kind, depth)
-        return (self.hits.get(c, 0.0) + PRIOR_WEIGHT * (q if prior is None else prior)) / (
-            self.trials.get(c, 0.0) + PRIOR_WEIGHT)
+    def __call__(self, q: float, prior: float | None = None) -> float:
+        """a(q), from the bin's hits and a prior worth ``PRIOR_WEIGHT`` observations: ``prior`` (the
+        acceptance of the node's level on this run) or, without one, q itself."""
+        b = self.bin(q)
+        return (self.hits[b] + PRIOR_WEIGHT * (q if prior is None else prior)) / (self.trials[b] + PRIOR_WEIGHT)
 
-    def observe(self, q: float, accepted: bool, kind: str = "", depth: int = 1) -> None:
-        c = self.cell(q, kind, depth)
-        self.trials[c] = self.trials.get(c, 0.0) + 1
-        self.hits[c] = self.hits.get(c, 0.0) + accepted
+    def observe(self, q: float, accepted: bool) -> None:
+        b = self.bin(q)
+        self.trials[b] += 1
+        self.hits[b] += accepted
 
     def carried(self) -> Calibration:
         """The same rates, each worth at most ``CARRY_WEIGHT`` observations: a prior for the next run."""
-        factors = {c: min(1.0, CARRY_WEIGHT / t) for c, t in self.trials.items() if t > 0}
-        path_factors = [min(1.0, CARRY_WEIGHT / t) if t > 0 else 0.0 for t in self.path_trials]
-        return Calibration({c: self.hits[c] * f for c, f in factors.items()},
-                           {c: self.trials[c] * f for c, f in factors.items()},
-                           [h * f for h, f in zip(self.path_hits, path_factors)],
-                           [t * f for t, f in zip(self.path_trials, path_factors)])
+        def scaled(hits: list[float], trials: list[float]) -> tuple[list[float], list[float]]:
+            factors = [min(1.0, CARRY_WEIGHT / t) if t > 0 else 0.0 for t in trials]
+            return [h * f for h, f in zip(hits, factors)], [t * f for t, f in zip(trials, factors)]
+        return Calibration(*scaled(self.hits, self.trials), *scaled(self.path_hits, self.path_trials))
 
     def observe_path(self, drafted: int, kept: int) -> None:
         """A step verified a draft ``drafted`` levels deep and kept ``kept`` of them: each level up to
@@ -172,35 +147,23 @@ def _sampled(tree: DraftTree) -> bool:
     return any(dist is not None and float(dist.max()) < 1.0 for dist in tree.draft_dists)
 
 
-def best_first(tree: DraftTree, chance: list[float], siblings_in_order: bool = True) -> list[int]:
+def best_first(tree: DraftTree, chance: list[float]) -> list[int]:
     """Nodes in the order the controller would add them: highest path chance first, a node only
-    once its parent is in and, with ``siblings_in_order``, its earlier siblings too.
-
-    The sibling order matters only for a sampled draft, whose later siblings were drawn after the
-    earlier ones: the target must try them in that order, so none may be dropped before a later one.
-    A deterministic draft (each node's law one-hot on its token: n-gram lookup, EAGLE's tree, any
-    greedy draft) may have any siblings verified, in any order, and stay exact -- the rejection of
-    one one-hot token leaves the target's law without it, whichever token comes next."""
+    once its parent and its earlier siblings are in."""
     children: dict[int, list[int]] = {}
     for node, parent in enumerate(tree.parents):
         children.setdefault(parent, []).append(node)
     path = [0.0] * len(tree)
     for node, parent in enumerate(tree.parents):
         path[node] = chance[node] * (1.0 if parent < 0 else path[parent])
-
-    def opened_by(node: int) -> list[int]:  # what may follow once ``node`` is in
-        if not siblings_in_order:
-            return children.get(node, [])
-        siblings = children[tree.parents[node]]
-        position = siblings.index(node)
-        return siblings[position + 1 : position + 2] + children.get(node, [])[:1]
-
-    order, frontier = [], list(children.get(-1, [])[:1] if siblings_in_order else children.get(-1, []))
+    order, frontier = [], list(children.get(-1, [])[:1])
     while frontier:
         node = max(frontier, key=lambda n: (path[n], -n))
         frontier.remove(node)
         order.append(node)
-        frontier += opened_by(node)
+        siblings = children[tree.parents[node]]
+        position = siblings.index(node)
+        frontier += siblings[position + 1 : position + 2] + children.get(node, [])[:1]
     return order
 
 
@@ -499,9 +462,8 @@ class GoodputController(Wrapper):
         depths = tree.depths
         levels = self.calibration.on_path(max(depths, default=0))
         chance = ([levels[d - 1] for d in depths] if sampled else
-                  [self.calibration(q, levels[d - 1], node_kind(who), d)
-                   for q, d, who in zip(tree.draft_probs, depths, tree.proposer)])
-        order = best_first(tree, chance, siblings_in_order=sampled)
+                  [self.calibration(q, levels[d - 1]) for q, d in zip(tree.draft_probs, depths)])
+        order = best_first(tree, chance)
         path = {}
         best, best_rate, expected = 0, 1.0 / plain_s, 1.0
         total = 1.0
@@ -520,8 +482,7 @@ class GoodputController(Wrapper):
         self.step_tokens = len(accepted) + 1
         for node, parent in enumerate(tree.parents):
             if parent < 0 or parent in kept:  # reached: its parent was the root or was accepted
-                self.calibration.observe(tree.draft_probs[node], node in kept, node_kind(tree.proposer[node]),
-                                         depths[node])
+                self.calibration.observe(tree.draft_probs[node], node in kept)
         if self.probe_loss is not None:
             self._next_probe(bool(accepted))
         if len(tree):
