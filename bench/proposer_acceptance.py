@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter", default="hybrid")
     parser.add_argument("--shape", default="5", help="k (a chain) or a tree such as 4x5")
     parser.add_argument("--prompts", default="chat", help="a held-out set's name or a prompts file")
-    parser.add_argument("--limit", type=int, default=12, help="the first half of this many from each half of the set")
+    parser.add_argument("--limit", type=int, default=12, help="prompts to decode: the first of the set's Chinese half and of its English half, half each")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a drafter option")
@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     half = len(prompts) // 2
     chosen = prompts[: args.limit // 2] + prompts[half : half + args.limit - args.limit // 2]  # zh and en halves
     shape = {"tree": args.shape} if "x" in args.shape else {"k": args.shape if args.shape == "auto" else int(args.shape)}
+    if any("=" not in item for item in args.set):
+        parser.error("--set takes NAME=VALUE")
     options = dict(item.split("=", 1) for item in args.set)
     kept: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     for i, prompt in enumerate(chosen, start=1):
