@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import generate  # noqa: E402
 from core.models.prompts import load_prompts  # noqa: E402
+from core.studies.bench import language  # noqa: E402
 
 
 DEPTHS = 4  # depth 4 and deeper counted together
@@ -42,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafter", default="hybrid")
     parser.add_argument("--shape", default="5", help="k (a chain) or a tree such as 4x5")
     parser.add_argument("--prompts", default="chat", help="a held-out set's name or a prompts file")
-    parser.add_argument("--limit", type=int, default=12, help="prompts to decode: the first of the set's Chinese half and of its English half, half each")
+    parser.add_argument("--limit", type=int, default=12, help="prompts to decode: the set's first Chinese and first English ones, half each")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a drafter option")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     prompts = load_prompts(args.prompts)
-    half = len(prompts) // 2
-    chosen = prompts[: args.limit // 2] + prompts[half : half + args.limit - args.limit // 2]  # zh and en halves
+    zh, en = [p for p in prompts if language(p) == "zh"], [p for p in prompts if language(p) != "zh"]
+    chosen = zh[: args.limit // 2] + en[: args.limit - args.limit // 2]
     shape = {"tree": args.shape} if "x" in args.shape else {"k": args.shape if args.shape == "auto" else int(args.shape)}
     if any("=" not in item for item in args.set):
         parser.error("--set takes NAME=VALUE")

@@ -248,7 +248,7 @@ def test_context_columns_add_the_requests_tokens_outside_the_draft_vocabulary():
 
 
 def narrowed_eagle3(target, context_vocab):
-    drafter = Eagle3Drafter(DraftShape(3, 4), target, eagle_nodes=16, context_vocab=context_vocab)
+    drafter = Eagle3Drafter(DraftShape(3, 4), target, eagle_nodes=16, draft_vocab_only=not context_vocab)
     net = drafter.net
     net.draft_vocab = net.draft_vocab[:64]
     net.head_weight, net.head_product = net.target_head[net.draft_vocab], None
@@ -256,7 +256,7 @@ def narrowed_eagle3(target, context_vocab):
 
 
 def narrowed_medusa(target, context_vocab):
-    drafter = MedusaDrafter(DraftShape(2, 3), target, context_vocab=context_vocab)
+    drafter = MedusaDrafter(DraftShape(2, 3), target, draft_vocab_only=not context_vocab)
     heads = drafter.heads  # tiny's medusa scores the whole vocabulary: it takes eagle3's 64 ids
     heads.draft_vocab = narrowed_eagle3(target, context_vocab)[1]
     heads.shared_head, heads.head_products = heads.target_head[heads.draft_vocab], None

@@ -142,10 +142,10 @@ class EagleDrafter(Drafter):
     @classmethod
     def build(cls, options: EagleOptions, inputs: DrafterInputs) -> "EagleDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size, options.eagle_nodes,
-                   options.half_products, not options.draft_vocab_only)
+                   options.half_products, options.draft_vocab_only)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, block_size: int = 16,
-                 eagle_nodes: int | None = None, half_products: bool = True, context_vocab: bool = True):
+                 eagle_nodes: int | None = None, half_products: bool = True, draft_vocab_only: bool = False):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
         config, state = load_folder(folder, self.name, target.model)
@@ -158,7 +158,7 @@ class EagleDrafter(Drafter):
         if half_products:
             self.net.use_half_products()
         self.hidden_layers = net_config.target_layers
-        self.context_vocab = context_vocab
+        self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
         self.model_path = str(folder)
         self.block_size = block_size
@@ -182,7 +182,7 @@ class EagleDrafter(Drafter):
         self.fed = 0  # committed positions whose pair the drafter cache holds
         self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
         self.last_expansion = None
-        self.context = self.net.context_columns() if self.context_vocab else None
+        self.context = None if self.draft_vocab_only else self.net.context_columns()
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
         self.waiting.append(hidden)  # fused when next drafted, all at once: a plain step pays nothing here

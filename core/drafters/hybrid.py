@@ -41,7 +41,7 @@ class HybridDrafter(Wrapper):
     @classmethod
     def build(cls, options: HybridOptions, inputs: DrafterInputs) -> "HybridDrafter":
         eagle = Eagle3Drafter(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size,
-                              options.eagle_nodes, options.half_products, not options.draft_vocab_only)
+                              options.eagle_nodes, options.half_products, options.draft_vocab_only)
         ngram = NgramDrafter(DraftShape(1, inputs.shape.depth), inputs.target.vocab_size, options.ngram_n)
         return cls(inputs.shape, ngram, eagle)
 

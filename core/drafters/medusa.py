@@ -213,10 +213,10 @@ class MedusaDrafter(Drafter):
     @classmethod
     def build(cls, options: "MedusaOptions", inputs: DrafterInputs) -> "MedusaDrafter":
         return cls(inputs.shape, inputs.target, options.drafter_weights, options.medusa_choices,
-                   options.half_products, not options.draft_vocab_only)
+                   options.half_products, options.draft_vocab_only)
 
     def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None,
-                 half_products: bool = True, context_vocab: bool = True):
+                 half_products: bool = True, draft_vocab_only: bool = False):
         super().__init__(shape)
         folder = weights or default_folder(target.path, "medusa")
         config, state = load_folder(folder, "medusa", target.model)
@@ -239,12 +239,12 @@ class MedusaDrafter(Drafter):
                             f"{self.heads.config.num_heads} heads")
         self.max_nodes = len(self.choices)
         self.feature: torch.Tensor | None = None
-        self.context_vocab = context_vocab
+        self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.feature = None
-        self.context = self.heads.context_columns() if self.context_vocab else None
+        self.context = None if self.draft_vocab_only else self.heads.context_columns()
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
         self.feature = hidden[0][-1]  # [H] at the newest committed position

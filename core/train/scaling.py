@@ -29,7 +29,7 @@ from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 # the weights as trained, over their draft vocabulary alone: the engine's context columns (on by default)
 # would hide part of what a wider vocabulary buys, and the model cards' numbers were read this way
-AS_TRAINED = {"context_vocab": False}
+AS_TRAINED = {"draft_vocab_only": True}
 SCALING_VERSION = 1
 
 
