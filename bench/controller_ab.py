@@ -28,8 +28,7 @@ sys.path.insert(0, str(ROOT))
 import core.api as api  # noqa: E402
 import core.drafters.controller as current  # noqa: E402
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.cost.timing import prompt_speedups  # noqa: E402
-from core.studies.bench import BenchConfig, engine_runner, summarize, time_prompts, walls  # noqa: E402
+from core.studies.bench import BenchConfig, ab_markdown, engine_runner, summarize, time_prompts  # noqa: E402
 
 
 def controller_at(rev: str):
@@ -94,13 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarize(timings, "none", prompts)
     print(f"{args.preset}, {len(prompts)} prompts x {args.max_new_tokens} tokens, {args.repeats} interleaved repeats, "
           f"{args.threads} threads; speedup over none (median over prompts)\n")
-    print("| run | pooled | zh | en | worst prompt | per prompt |\n|---|---|---|---|---|---|")
-    for label, row in rows.items():
-        halves = row["speedup_by_language"]
-        per_prompt = prompt_speedups(walls(timings["none"]), walls(timings[label]))
-        print(f"| {label} | {row['speedup']:.3f} | {halves.get('zh', float('nan')):.3f} | "
-              f"{halves.get('en', float('nan')):.3f} | {row['min_speedup']:.3f} | "
-              f"{' '.join(f'{r:.2f}' for r in per_prompt)} |")
+    print("\n".join(ab_markdown(rows)))
     return 0
 
 

@@ -204,6 +204,18 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
     return out
 
 
+def ab_markdown(rows: dict[str, dict]) -> list[str]:
+    """An A/B script's table of ``summarize``'s rows: per run the pooled speedup, the halves, the
+    worst prompt and every prompt's."""
+    lines = ["| run | pooled | zh | en | worst prompt | per prompt |", "|---|---|---|---|---|---|"]
+    for label, row in rows.items():
+        halves = row["speedup_by_language"]
+        lines.append(f"| {label} | {row['speedup']:.3f} | {halves.get('zh', float('nan')):.3f} | "
+                     f"{halves.get('en', float('nan')):.3f} | {row['min_speedup']:.3f} | "
+                     f"{' '.join(f'{r:.2f}' for r in row['prompt_speedups'])} |")
+    return lines
+
+
 def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
     for spec in config.drafters:
         config.request("x", spec)  # a bad name, shape or option is refused before anything runs
