@@ -343,13 +343,11 @@ def test_a_pause_between_steps_is_not_a_step_and_does_not_reach_another_session(
     before this fix a 1 s pause made each plain step read as a second (``plain_step_s``)."""
     import core.drafters.controller
     import core.engine.decoder
-    import core.runtime.acceptance
 
     runs = {}
     for pause in (0.0, 1.0, 3.0):
         clock = TickingClock()
         monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
-        monkeypatch.setattr(core.runtime.acceptance, "perf_counter", clock)  # the head's time, read in the acceptance
         monkeypatch.setattr(core.drafters.controller, "perf_counter", clock)
         monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
         paused = paused_run(clock, pause, "床前明月光，疑是地上霜。")

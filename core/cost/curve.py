@@ -23,7 +23,6 @@ from core.files import write_text_atomic
 from core.models.fingerprint import target_fingerprint
 from core.models.loading import LoadedModel
 from core.models.prompts import load_prompts
-from core.runtime import acceptance
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class CostCurve:
         return self.forward_s * self.v(n)
 
 
-COST_VERSION = 3  # 2: measured on real text (the bf16 head route's cost depends on it); 3: the head over the rows read
+COST_VERSION = 2  # 2: measured on real text (the bf16 head route's cost depends on it)
 
 
 def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
@@ -74,8 +73,7 @@ def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
 
 def cache_path(target: LoadedModel) -> Path:
     key = json.dumps({"version": COST_VERSION, "model": target_fingerprint(target.model), "device": str(target.device),
-                      "threads": torch.get_num_threads(), "cpu": _cpu_name(), "head_rows": acceptance.LOOKAHEAD_ROWS},
-                     sort_keys=True)
+                      "threads": torch.get_num_threads(), "cpu": _cpu_name()}, sort_keys=True)
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speculative-decoding-lab" / "cost"
     return root / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 

@@ -5,9 +5,8 @@ Speculation pays only when the tokens a step gains beat what its verify costs ov
 decode step; on a GPU a few extra query rows are nearly free (reading the weights dominates), on
 a CPU they are not. The probe is the engine's own verify path: ``n`` new tokens written as a
 chain after ``VERIFY_CONTEXT`` cached tokens through the paged cache (mask, positions, gather),
-the decoder body, then -- with the LM head -- the head over the rows the greedy rule reads first:
-the root's and the chain's below it, up to ``core.runtime.acceptance.LOOKAHEAD_ROWS`` of them (a
-verify whose walk ends there; one accepted deeper reads the next rows in another product). Without the head it is the body alone (what the prefill and a drafter's own catch-up
+the decoder body, then -- with the LM head -- the head over the n rows and the argmax the greedy
+rule reads. Without the head it is the body alone (what the prefill and a drafter's own catch-up
 pay). With ``batch`` > 1 every one of ``batch`` requests verifies its n tokens in ONE forward, the
 batch engine's path (``run_batch_body``, ``TargetView.split_from_head``): the batch-size study's
 forward latency. Every (model, head, n) probe is timed by the lab's one timer
@@ -28,7 +27,6 @@ from core.runtime.acceptance import TargetView
 from core.runtime.forward import chain_parents, run_batch_body, run_segment
 from core.runtime.head import LMHead
 from core.runtime.kv_cache import PagedForward, PagedKVCache, RequestKV
-from core.runtime.tree import DraftTree
 
 VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32)
 VERIFY_CONTEXT = 64  # cached tokens before each probe
@@ -49,15 +47,14 @@ def verify_probe(model, kvs: list[RequestKV], ids: list[int], head: LMHead | Non
     are released afterwards. One request runs the engine's single-request path; several run in
     ONE batched forward through ``forward`` (the batch engine's path)."""
     parents = chain_parents(len(ids))
-    chain = DraftTree(tokens=ids[1:], parents=chain_parents(len(ids) - 1))
 
     @torch.inference_mode()
     def probe() -> None:
         if forward is None:
             [kv] = kvs
             out = run_segment(model, kv, ids, parents)
-            if head is not None:  # what a greedy verify reads first: the root's row and the chain below it
-                TargetView.from_head(head, out.last_hidden, 0.0, chain).argmax_at(0)
+            if head is not None:
+                TargetView.from_head(head, out.last_hidden, 0.0)  # what a greedy verify reads
         else:
             outs = run_batch_body(model, forward, kvs, [ids] * len(kvs), [parents] * len(kvs))
             if head is not None:

@@ -137,12 +137,12 @@ class SpeculativeDecoder:
     def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
         """ONE target forward over [root] + tree.
 
-        Returns the TargetView the acceptance rule reads (the LM head applied to the rows it reads,
-        as it reads them: their time is the view's ``head_s``), and the hidden states the drafter
-        asked for (``[1 + len(tree), hidden_size]`` each).
+        Returns the TargetView the acceptance rule reads (logits ``[1 + len(tree), vocab]`` kept on
+        the model's device), and the hidden states the drafter asked for
+        (``[1 + len(tree), hidden_size]`` each).
         """
         out = self._forward([root] + tree.tokens, with_root(tree.parents))
-        return TargetView.from_head(self.head, out.last_hidden, self.settings.temperature, tree), out.hidden
+        return TargetView.from_head(self.head, out.last_hidden, self.settings.temperature), out.hidden
 
     def accept(self, tree: DraftTree, target: TargetView, generator: torch.Generator) -> Acceptance:
         if self.settings.temperature > 0:
@@ -225,11 +225,9 @@ class SpeculativeDecoder:
 
     def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
-        """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord.
-        ``verify_s`` is the target forward's; the LM head the acceptance rule applied is added to it."""
+        """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord."""
         run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
-        verify_s += target.head_s
         commit = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),

@@ -18,8 +18,8 @@ next-token distribution after the root, row ``i + 1`` the one after node ``i``.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Callable
 
 import torch
@@ -28,130 +28,58 @@ from core.runtime.head import LMHead
 from core.runtime.tree import DraftTree
 
 
-LOOKAHEAD_ROWS: int | None = 4  # rows the head computes at once on a CPU: the row read and the drafted chain below
-# it (None: every row of the verify at once, as on an accelerator)
-
-
+@dataclass(frozen=True)
 class TargetView:
     """What the acceptance rules read of a verify: per row the target's argmax, and its law on demand.
 
-    Rows follow the verify input ``[root] + tree nodes``: row 0 is the target after the root, row
-    ``i + 1`` the target after node ``i``. Greedy decoding reads ``argmax_at`` on the rows its walk
-    visits; sampling reads ``probs(row)`` there; a StepRecord reads ``node_probs`` (every parent row).
-
-    A view of a verify (:meth:`from_head`) applies the LM head only to the rows read, so a verify
-    of n drafted nodes pays the decoder body over all n + 1 rows but the head over the few its
-    acceptance walk visits. The head of a small model with a large vocabulary is much of a verify
-    (``core.runtime.head``: Gemma 3 270M's greedy head is ~15 ms at 1 row, ~25 at 8, ~60 at 25 on 2
-    cores of an AVX2 CPU), and it is flat over the first few rows, so a row is computed together
-    with the drafted chain below it (the drafter's first guess at each depth, its first child), up
-    to ``LOOKAHEAD_ROWS`` rows: the rows the walk reads next if those guesses hold. (On an
-    accelerator, where more rows cost next to nothing, the first read computes them all.) ``head_s`` is the
-    time spent in the head so far (a verify's own time: ``finish_step`` adds it). The rows read and
-    the order of reading do not change any row's value: each is the head applied to that row.
+    The logits stay where the forward left them (the model's device); nothing of vocabulary size is
+    computed until a rule asks for it. Greedy decoding reads ``argmax`` only; sampling reads
+    ``probs(row)`` for the rows it visits; a StepRecord reads ``node_probs``.
     """
 
-    def __init__(self, rows: int, temperature: float, compute: Callable[[list[int]], tuple[torch.Tensor, list[int]]],
-                 lookahead: Callable[[int], list[int]] = lambda row: [row],
-                 finish: Callable[[torch.Tensor], torch.Tensor] | None = None):
-        self.rows = rows
-        self.temperature = float(temperature)  # > 0: the law is softmax(logits / temperature); 0: greedy
-        self.finish = finish  # raw rows -> the model's logits (soft-capping...): a cheap route's product
-        self.head_s = 0.0
-        self._compute = compute  # rows -> (their logits or raw product [len(rows), vocab], their argmax)
-        self._lookahead = lookahead  # a row -> the rows to compute with it (itself first)
-        self._logits: dict[int, torch.Tensor] = {}
-        self._argmax: dict[int, int] = {}
+    logits: torch.Tensor  # [1 + len(tree), vocab] float32 (may be a strided view); a cheap route's raw product
+    temperature: float  # > 0: the law is softmax(logits / temperature); 0: greedy (the law at temperature 1)
+    argmax: tuple[int, ...]  # [1 + len(tree)], the target's greedy token after each row
+    finish: Callable[[torch.Tensor], torch.Tensor] | None = None  # raw rows -> the model's logits (soft-capping...),
+    # applied only to the rows read: most verifies read none
 
     @classmethod
-    def of(cls, logits: torch.Tensor, temperature: float = 0.0,
-           finish: Callable[[torch.Tensor], torch.Tensor] | None = None, argmax: list[int] | None = None) -> TargetView:
-        """A view of logits already computed (``[rows, vocab]``: every row known)."""
-        view = cls(len(logits), temperature, compute=None, finish=finish)
-        view._store(range(len(logits)), logits, logits.argmax(dim=-1).tolist() if argmax is None else argmax)
-        return view
+    def of(cls, logits: torch.Tensor, temperature: float = 0.0) -> TargetView:
+        return cls(logits, float(temperature), tuple(logits.argmax(dim=-1).tolist()))
 
     @classmethod
-    def from_head(cls, head: LMHead, hidden: torch.Tensor, temperature: float, tree: DraftTree) -> TargetView:
-        """The view of a verify of ``tree``: its last hidden states ``[1 + len(tree), hidden_size]``, the
-        head applied as rows are read. Greedy decoding with a head that has a cheap route
-        (``core.runtime.head``: bf16, fp16 or int8) takes its exact argmax from there, and the cheap
-        logits for the records' target_prob; sampling reads the float32 logits."""
-        greedy = not temperature and head.certified_argmax
-        first_child = {}
-        for node, parent in reversed(list(enumerate(tree.parents))):
-            first_child[parent] = node  # the lowest index wins: the first child added
-
-        at_once = LOOKAHEAD_ROWS if hidden.device.type == "cpu" else None  # an accelerator's costs the same over all
-
-        def lookahead(row: int) -> list[int]:
-            if at_once is None:
-                return [row] + [other for other in range(len(hidden)) if other != row]
-            rows, node = [row], row - 1
-            while len(rows) < at_once and node in first_child:
-                node = first_child[node]
-                rows.append(node + 1)
-            return rows
-
-        def compute(rows: list[int]) -> tuple[torch.Tensor, list[int]]:
-            if greedy:
-                raw, argmax = head.greedy(hidden[rows])
-                return raw, list(argmax)
-            logits = head(hidden[rows])
-            return logits, logits.argmax(dim=-1).tolist()
-
-        return cls(len(hidden), temperature, compute, lookahead, head.finish if greedy and head.finishes else None)
+    def from_head(cls, head: LMHead, hidden: torch.Tensor, temperature: float) -> TargetView:
+        """The view of a verify's last hidden states ``[n, hidden_size]``. Greedy decoding with a head
+        that has a cheap route (``core.runtime.head``: bf16, fp16 or int8) takes its exact argmax from there,
+        and the cheap logits for the records' target_prob; sampling reads the float32 logits."""
+        return cls.split_from_head(head, [hidden], [temperature])[0]
 
     @classmethod
     def split_from_head(cls, head: LMHead, hidden: list[torch.Tensor], temperatures: list[float]) -> list[TargetView]:
         """One view per request of a batched verify, from ONE head product over all their rows (the
-        cheap route when every request decodes greedily): over many requests one product beats
-        reading each one's path."""
+        cheap route when every request decodes greedily)."""
         sizes = [h.shape[0] for h in hidden]
         rows = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
         if not any(temperatures) and head.certified_argmax:
             raw, argmax = head.greedy(rows)
             ends = list(itertools.accumulate(sizes))
-            finish = head.finish if head.finishes else None
-            return [cls.of(part, 0.0, finish, list(argmax[end - size:end]))
+            finish = head.finish if head.finishes or raw.dtype != torch.float32 else None
+            return [cls(part, 0.0, argmax[end - size:end], finish)
                     for part, end, size in zip(raw.split(sizes), ends, sizes)]
         return [cls.of(part, t) for part, t in zip(head(rows).split(sizes), temperatures)]
-
-    def _store(self, rows, logits: torch.Tensor, argmax: list[int]) -> None:
-        for i, row in enumerate(rows):
-            self._logits[row] = logits[i]
-            self._argmax[row] = argmax[i]
-
-    def _read(self, rows: list[int]) -> None:
-        """Compute the rows of ``rows`` not yet known, each with its lookahead, in one head product."""
-        missing = [row for row in rows if row not in self._logits]
-        if not missing:
-            return
-        if len(missing) == 1:
-            missing = [row for row in self._lookahead(missing[0]) if row not in self._logits]
-        start = perf_counter()
-        logits, argmax = self._compute(missing)
-        self.head_s += perf_counter() - start
-        self._store(missing, logits, argmax)
 
     @property
     def _scale(self) -> float:
         return self.temperature if self.temperature > 0 else 1.0
 
-    def _finished(self, rows: list[int]) -> torch.Tensor:
-        """The rows' logits ``[len(rows), vocab]`` as the model's float32 logits."""
-        self._read(rows)
-        picked = torch.stack([self._logits[row] for row in rows])
+    def _rows(self, index) -> torch.Tensor:
+        """``logits[index]`` as the model's float32 logits."""
+        picked = self.logits[index]
         return picked.float() if self.finish is None else self.finish(picked)
-
-    def argmax_at(self, row: int) -> int:
-        """The target's greedy token after row ``row``."""
-        self._read([row])
-        return self._argmax[row]
 
     def probs(self, row: int) -> torch.Tensor:
         """target_probs after row ``row``: ``[vocab]``, summing to 1."""
-        return torch.softmax(self._finished([row])[0] / self._scale, dim=-1)
+        return torch.softmax(self._rows(row) / self._scale, dim=-1)
 
     def node_probs(self, tree: DraftTree) -> list[float]:
         """Per node i, target_probs[parent(i) + 1][token i]: ``exp(z / T - logsumexp(row / T))``, over
@@ -159,12 +87,9 @@ class TargetView:
         if not len(tree):
             return []
         rows = sorted({parent + 1 for parent in tree.parents})
-        logits = self._finished(rows) / self._scale
-        index = {row: i for i, row in enumerate(rows)}
-        at = torch.tensor([index[parent + 1] for parent in tree.parents])
-        picked = logits[at, torch.tensor(tree.tokens)]
-        return torch.exp(picked - torch.logsumexp(logits, dim=-1)[at]).tolist()
-
+        log_total = dict(zip(rows, torch.logsumexp(self._rows(rows) / self._scale, dim=-1).tolist()))
+        picked = self._rows(([p + 1 for p in tree.parents], tree.tokens)).tolist()
+        return [math.exp(z / self._scale - log_total[p + 1]) for z, p in zip(picked, tree.parents)]
 
 
 @dataclass(frozen=True)
@@ -182,14 +107,14 @@ def _next_kind(tree: DraftTree, had_children: bool) -> str:
 
 def greedy_accept(tree: DraftTree, target: TargetView) -> Acceptance:
     """Follow the child equal to the target's argmax; stop at the first miss or a leaf."""
+    target_argmax = target.argmax
     accepted: list[int] = []
     node, row = -1, 0
     while True:
         children = tree.children(node)
-        best = target.argmax_at(row)
-        match = next((c for c in children if tree.tokens[c] == best), None)
+        match = next((c for c in children if tree.tokens[c] == target_argmax[row]), None)
         if match is None:
-            return Acceptance(tuple(accepted), best, _next_kind(tree, bool(children)))
+            return Acceptance(tuple(accepted), target_argmax[row], _next_kind(tree, bool(children)))
         accepted.append(match)
         node, row = match, match + 1
 
