@@ -160,6 +160,15 @@ def test_sampled_speedups_compare_seconds_per_new_token():
     assert summarize(timings, "none", ["p"])["short"]["speedup"] == pytest.approx(4.0)
 
 
+def test_an_ab_table_has_a_row_per_run_with_its_halves_worst_and_every_prompt():
+    from core.studies.bench import Timing, ab_markdown, summarize
+
+    timings = {"none": [[Timing(1.0, [1])], [Timing(1.0, [1])]], "fast": [[Timing(0.5, [1])], [Timing(0.8, [1])]]}
+    lines = ab_markdown(summarize(timings, "none", ["我爱中国", "the cat"]))
+    assert lines[0].startswith("| run | pooled | zh | en | worst prompt |") and len(lines) == 4
+    assert lines[3] == "| fast | 1.625 | 2.000 | 1.250 | 1.250 | 2.00 1.25 |"
+
+
 def test_a_sampled_bench_runs_every_drafter_with_a_seed_per_prompt(prompts_file):
     config = BenchConfig(drafters=("none", "draft"), prompts_file=str(prompts_file), max_new_tokens=6, repeats=2,
                          temperature=0.7, threads=1, verify_repeats=1)
