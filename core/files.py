@@ -4,7 +4,9 @@ Every file is written to a temporary file in the same folder and then renamed ov
 (``write_atomic``): a write that fails partway (a full disk, Ctrl-C) leaves the previous file as it
 was, and a reader never sees half a file. Output paths are checked before long work starts
 (``check_output_file``, ``check_output_folder``), and user-given inputs are read with a size cap
-(``read_capped``), so ``/dev/zero`` or a huge file is refused instead of filling the memory.
+(``read_capped``), so ``/dev/zero`` or a huge file is refused instead of filling the memory. What the
+lab keeps between runs (converted models, drafter data, cost curves, vLLM's venv) lives under one
+folder, ``lab_cache``.
 """
 from __future__ import annotations
 
@@ -13,6 +15,12 @@ from pathlib import Path
 from typing import Callable
 
 from core.errors import UserError
+
+
+def lab_cache(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/speculative-decoding-lab/<parts>`` (``~/.cache/...`` when the variable is unset)."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root.joinpath("speculative-decoding-lab", *parts)
 
 
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:

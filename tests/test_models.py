@@ -155,6 +155,28 @@ def test_gemma_preset_is_listed_and_needs_its_packages(monkeypatch, tmp_path):
     assert models.drafter_home(str(tmp_path / "cache")).name == "gemma-270m"
 
 
+def test_every_cache_folder_follows_xdg_cache_home(monkeypatch, tmp_path):
+    """Converted models, drafter data, the corpus and vLLM's venv all live under one folder, which
+    $XDG_CACHE_HOME moves (and $HOME when it is unset)."""
+    from core.models import gemma
+    from core.train import corpus, drafter_data
+    from core.vllm import env
+
+    for variable in (gemma.ENV_DIR, env.VENV_VARIABLE):
+        monkeypatch.delenv(variable, raising=False)
+    for root, home in ((tmp_path / "xdg", tmp_path / "home"), (None, tmp_path / "home")):
+        if root is None:
+            monkeypatch.delenv("XDG_CACHE_HOME")
+        else:
+            monkeypatch.setenv("XDG_CACHE_HOME", str(root))
+        monkeypatch.setenv("HOME", str(home))
+        lab = (root or home / ".cache") / "speculative-decoding-lab"
+        assert gemma.cache_dir() == lab / "gemma-270m"
+        assert drafter_data.cache_root() == lab / "drafter-data"
+        assert corpus.default_cache_dir() == lab / "tiny-corpus"
+        assert env.venv_dir() == lab / "vllm" / "venv"
+
+
 def test_a_draft_over_a_reduced_vocabulary_maps_ids_and_stays_lossless(tmp_path):
     """A draft whose rows are a subset of the target's tokens (vocab_map.json) drafts through the
     map; a map made for another tokenizer is refused."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES, latency_context, measure_verify_cost
-from core.files import write_text_atomic
+from core.files import lab_cache, write_text_atomic
 from core.models.fingerprint import target_fingerprint
 from core.models.loading import LoadedModel
 from core.models.prompts import load_prompts
@@ -74,8 +73,7 @@ def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
 def cache_path(target: LoadedModel) -> Path:
     key = json.dumps({"version": COST_VERSION, "model": target_fingerprint(target.model), "device": str(target.device),
                       "threads": torch.get_num_threads(), "cpu": _cpu_name()}, sort_keys=True)
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speculative-decoding-lab" / "cost"
-    return root / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    return lab_cache("cost") / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
 def cached_curve(target: LoadedModel) -> CostCurve | None:

