@@ -3,11 +3,14 @@
 The end-to-end tests use the tiny target with the heads shipped next to it (assets/tiny/medusa,
 eagle, eagle3); the unit tests use hand-written logits or small random networks.
 """
+import copy
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from scipy.stats import chisquare
 
 from core.api import target_greedy
@@ -161,6 +164,31 @@ def test_weights_for_another_target_are_refused(random_llama):
         EagleDrafter(DraftShape(1, 4), other, weights="/nonexistent")
 
 
+def test_a_weights_folder_is_prepared_once_and_again_when_its_files_change(target, tmp_path):
+    """Drafters of one folder share its prepared module, whatever their shape (a request no longer
+    pays the load and the fp16 packing); float32 products are another module; rewritten weights are
+    read again, and a folder broken since is refused again."""
+    folder = tmp_path / "eagle3"
+    shutil.copytree(TINY / "eagle3", folder)
+    first = Eagle3Drafter(DraftShape(1, 4), target, str(folder)).net
+    assert Eagle3Drafter(DraftShape(3, 4), target, str(folder), eagle_nodes=16).net is first
+    assert Eagle3Drafter(DraftShape(1, 4), target, str(folder), half_products=False).net is not first
+    heads = MedusaDrafter(DraftShape(1, 4), target).heads
+    assert MedusaDrafter(DraftShape(2, 2), target, medusa_choices="tuned").heads is heads
+
+    weights = folder / "model.safetensors"
+    state = load_file(weights)
+    name = next(n for n, w in state.items() if w.is_floating_point())
+    state[name] = state[name] + 1
+    save_file(state, weights)
+    changed = Eagle3Drafter(DraftShape(1, 4), target, str(folder)).net
+    assert changed is not first
+    assert torch.equal(changed.state_dict()[name], first.state_dict()[name] + 1)
+    weights.write_bytes(b"not safetensors")
+    with pytest.raises(UserError, match="not a safetensors file"):
+        Eagle3Drafter(DraftShape(1, 4), target, str(folder))
+
+
 # ---- Medusa's static tree -----------------------------------------------------------------------
 def test_choices_are_sorted_and_validated():
     assert parse_choices("[[0, 0], [1], [0]]") == ((0,), (1,), (0, 0))
@@ -249,7 +277,7 @@ def test_context_columns_add_the_requests_tokens_outside_the_draft_vocabulary():
 
 def narrowed_eagle3(target, context_vocab):
     drafter = Eagle3Drafter(DraftShape(3, 4), target, eagle_nodes=16, draft_vocab_only=not context_vocab)
-    net = drafter.net
+    drafter.net = net = copy.deepcopy(drafter.net)  # the shipped net is shared by every eagle3 drafter of tiny
     net.draft_vocab = net.draft_vocab[:64]
     net.head_weight, net.head_product = net.target_head[net.draft_vocab], None
     return drafter, net.draft_vocab
@@ -257,7 +285,7 @@ def narrowed_eagle3(target, context_vocab):
 
 def narrowed_medusa(target, context_vocab):
     drafter = MedusaDrafter(DraftShape(2, 3), target, draft_vocab_only=not context_vocab)
-    heads = drafter.heads  # tiny's medusa scores the whole vocabulary: it takes eagle3's 64 ids
+    drafter.heads = heads = copy.deepcopy(drafter.heads)  # tiny's medusa scores the whole vocabulary: it takes eagle3's 64 ids
     heads.draft_vocab = narrowed_eagle3(target, context_vocab)[1]
     heads.shared_head, heads.head_products = heads.target_head[heads.draft_vocab], None
     return drafter, heads.draft_vocab

@@ -34,7 +34,7 @@ from pydantic import Field
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.vocab import ContextColumns
-from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
+from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
 from core.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
 from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
@@ -148,16 +148,20 @@ class EagleDrafter(Drafter):
                  eagle_nodes: int | None = None, half_products: bool = True, draft_vocab_only: bool = False):
         super().__init__(shape)
         folder = weights or default_folder(target.path, self.name)
-        config, state = load_folder(folder, self.name, target.model)
-        net_config = FeatureDrafterConfig(**{**config["net"], "target_layers": tuple(config["net"]["target_layers"])})
-        embed = target.model.get_input_embeddings().weight
-        head = target.model.get_output_embeddings().weight
-        self.net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
-        load_checked(self.net, state, folder)
-        self.net.to(device=head.device, dtype=head.dtype).eval()
-        if half_products:
-            self.net.use_half_products()
-        self.hidden_layers = net_config.target_layers
+
+        def make(config: dict, state: dict[str, torch.Tensor]) -> FeatureDrafterNet:
+            net_config = FeatureDrafterConfig(**{**config["net"], "target_layers": tuple(config["net"]["target_layers"])})
+            embed = target.model.get_input_embeddings().weight
+            head = target.model.get_output_embeddings().weight
+            net = FeatureDrafterNet(net_config, embed, head, state.get("draft_vocab"))
+            load_checked(net, state, folder)
+            net.to(device=head.device, dtype=head.dtype).eval()
+            if half_products:
+                net.use_half_products()
+            return net
+
+        _, self.net = prepared(folder, self.name, target.model, half_products, make)
+        self.hidden_layers = self.net.config.target_layers
         self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
         self.model_path = str(folder)

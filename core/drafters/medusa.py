@@ -23,7 +23,7 @@ from torch.nn import functional as F
 
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext, pick_children
 from core.drafters.vocab import Columns, ContextColumns, keep_draft_vocab
-from core.drafters.weights import LearnedOptions, default_folder, load_checked, load_folder
+from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
 from core.errors import UserError
 from core.limits import MAX_TREE_NODES
 from core.runtime.kernels import half_linears, half_product
@@ -219,13 +219,17 @@ class MedusaDrafter(Drafter):
                  half_products: bool = True, draft_vocab_only: bool = False):
         super().__init__(shape)
         folder = weights or default_folder(target.path, "medusa")
-        config, state = load_folder(folder, "medusa", target.model)
-        head_weight = target.model.get_output_embeddings().weight
-        self.heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight, state.get("draft_vocab"))
-        load_checked(self.heads, state, folder)
-        self.heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
-        if half_products:
-            self.heads.use_half_products()
+
+        def make(config: dict, state: dict[str, torch.Tensor]) -> MedusaHeads:
+            head_weight = target.model.get_output_embeddings().weight
+            heads = MedusaHeads(MedusaConfig(**config["heads"]), head_weight, state.get("draft_vocab"))
+            load_checked(heads, state, folder)
+            heads.to(device=head_weight.device, dtype=head_weight.dtype).eval()
+            if half_products:
+                heads.use_half_products()
+            return heads
+
+        config, self.heads = prepared(folder, "medusa", target.model, half_products, make)
         self.model_path = str(folder)
         if medusa_choices is None:
             self.choices = choices_for_shape(shape, self.heads.config.num_heads)

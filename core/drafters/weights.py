@@ -5,12 +5,20 @@ A learned drafter folder holds ``config.json`` and ``model.safetensors``. It sto
 was trained: the target's embedding and LM head are read from the target at load time, so a
 folder is a few MB. By default it sits next to the target it was trained for, e.g.
 ``assets/tiny/target`` -> ``assets/tiny/medusa``.
+
+A folder's module is prepared for inference once per target and shared by every request that
+drafts with it (``prepared``), as a server loads its drafter once: a drafter keeps what belongs to
+one request (its KV, its context columns) outside the module, which nothing changes after.
 """
 from __future__ import annotations
 
 import json
+import os
+import threading
+import weakref
+from collections import OrderedDict
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Callable, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -216,3 +224,42 @@ def _checked_vllm(folder: Path, target_model) -> tuple[dict, dict[str, torch.Ten
         raise UserError(f"the eagle3 checkpoint in {folder} was exported for another target "
                         f"({config['target']} != {expected})")
     return {**config, "target": expected}, state
+
+
+# ---- one prepared module per target and folder ------------------------------------------------
+PREPARED_PER_TARGET = 8  # folders kept per target (most recently used); a running drafter holds its own
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target model -> OrderedDict
+_prepared_lock = threading.Lock()
+
+
+def prepared(folder: str | Path, kind: str, target_model, half_products: bool,
+             make: Callable[[dict, dict[str, torch.Tensor]], torch.nn.Module]) -> tuple[dict, torch.nn.Module]:
+    """(config, module) of the ``kind`` weights in ``folder`` for ``target_model``: read and checked by
+    ``load_folder``, and ``make(config, state)`` builds the module ready to infer (loaded, on the
+    target's device, half products or not). Built once and then shared until its config.json or
+    model.safetensors changes; kept while the target model lives. Building costs 50-170 ms on
+    gemma-270m (fbgemm's fp16 packing most of it), more than a step, so the page and the batch
+    engine build it once."""
+    folder = Path(folder)
+    key = (kind, str(folder.resolve()), half_products, os.environ.get("SDLAB_HALF_DRAFTERS", "1"),
+           *(_stamp(folder / name) for name in ("config.json", "model.safetensors")))  # what load_folder reads
+    with _prepared_lock:
+        nets = _prepared.setdefault(target_model, OrderedDict())
+        if key in nets:
+            nets.move_to_end(key)
+            return nets[key]
+    config, state = load_folder(folder, kind, target_model)
+    entry = (config, make(config, state))
+    with _prepared_lock:
+        nets[key] = entry
+        while len(nets) > PREPARED_PER_TARGET:
+            nets.popitem(last=False)
+    return entry
+
+
+def _stamp(file: Path) -> tuple[int, int] | None:
+    try:
+        stat = file.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
