@@ -237,9 +237,9 @@ def prepared(folder: str | Path, kind: str, target_model, half_products: bool,
     """(config, module) of the ``kind`` weights in ``folder`` for ``target_model``: read and checked by
     ``load_folder``, and ``make(config, state)`` builds the module ready to infer (loaded, on the
     target's device, half products or not). Built once and then shared until its config.json or
-    model.safetensors changes; kept while the target model lives. Building costs 50-170 ms on
-    gemma-270m (fbgemm's fp16 packing most of it), more than a step, so the page and the batch
-    engine build it once."""
+    model.safetensors changes; kept while the target model lives. Building costs 130-190 ms on
+    gemma-270m (fbgemm's fp16 packing most of it; bench/drafter_build.py), more than a step, so
+    the page and the batch engine build it once."""
     folder = Path(folder)
     key = (kind, str(folder.resolve()), half_products, os.environ.get("SDLAB_HALF_DRAFTERS", "1"),
            *(_stamp(folder / name) for name in ("config.json", "model.safetensors")))  # what load_folder reads
