@@ -1,5 +1,5 @@
 """The shared training loop: a run stopped part-way resumes from its checkpoint to the very weights
-an unbroken run ends with."""
+an unbroken run ends with, and counts the time of every sitting."""
 import pytest
 import torch
 
@@ -13,8 +13,9 @@ class Stop(Exception):
     pass
 
 
-def run(checkpoint=None, stop_at=None, config=CONFIG):
-    """Train a small regression from seed 0; raise ``Stop`` before step ``stop_at``."""
+def run(checkpoint=None, stop_at=None, config=CONFIG, seconds=None):
+    """Train a small regression from seed 0; raise ``Stop`` before step ``stop_at``. ``seconds``: a
+    list the training's returned seconds are put in."""
     generator = seeded(0)
     model = torch.nn.Linear(4, 1)
     truth = torch.tensor([[1.0, -2.0, 3.0, 0.5]])
@@ -25,7 +26,9 @@ def run(checkpoint=None, stop_at=None, config=CONFIG):
         x = torch.randn(16, 4, generator=generator)
         return torch.nn.functional.mse_loss(model(x), x @ truth.T)
 
-    train(model, loss_of, config, "test", checkpoint, generator)
+    spent = train(model, loss_of, config, "test", checkpoint, generator)
+    if seconds is not None:
+        seconds.append(spent)
     return model
 
 
@@ -36,8 +39,13 @@ def test_a_stopped_run_resumes_to_the_weights_of_an_unbroken_one(tmp_path, monke
     with pytest.raises(Stop):
         run(checkpoint, stop_at=7)
     assert checkpoint.exists()  # saved after step 6
-    resumed = run(checkpoint)
+    state = torch.load(checkpoint, weights_only=True)
+    state["seconds"] = 1000.0  # as if the first sitting had taken that long
+    torch.save(state, checkpoint)
+    seconds = []
+    resumed = run(checkpoint, seconds=seconds)
     assert not checkpoint.exists()  # a finished run leaves no checkpoint behind
+    assert 1000.0 <= seconds[0] < 1100.0  # the first sitting's time counted with this one's
     for a, b in zip(whole.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
 

@@ -134,9 +134,10 @@ def start_from(net: torch.nn.Module, folder: Path, target) -> None:
     print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
 
 
-def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: Path | None = None) -> None:
+def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: Path | None = None) -> float:
     """Train ``kind`` on ``data`` and save it in ``out / kind``; ``checkpoint``: a file to resume
-    from and save progress to (``core.train.loop.train``)."""
+    from and save progress to (``core.train.loop.train``). Returns the training's seconds, every
+    sitting of a resumed run counted."""
     num_layers = target.model.config.get_text_config().num_hidden_layers
     recipe = eagle.DRAFTERS[kind].recipe
     layers = recipe.layers(num_layers)
@@ -161,6 +162,7 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
     save_folder(out / kind, saved, net)
     to_bfloat16(out / kind)
+    return seconds
 
 
 def train_medusa(target, data, heldout, out: Path, args) -> None:

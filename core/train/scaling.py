@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -74,9 +73,7 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
     trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
                                       eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
                                       data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init)
-    start = time.perf_counter()
-    train_eagle(kind, target, share, heldout_data, out, trainer_args, checkpoint=cache / f"{key}.ckpt")
-    seconds = time.perf_counter() - start
+    seconds = train_eagle(kind, target, share, heldout_data, out, trainer_args, checkpoint=cache / f"{key}.ckpt")
     drafter = eagle.DRAFTERS[kind]
     numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind), **AS_TRAINED),
                                heldout.heldout_prompts(target), f"{kind} k={DEPTH}")
