@@ -37,6 +37,18 @@ def test_model_cards_name_no_home_folder():
     assert home_relative(Path("assets/gemma-270m/eagle3")) == "assets/gemma-270m/eagle3"  # as given
     assert home_relative(Path.home() / ".cache" / "run" / "eagle3") == "~/.cache/run/eagle3"
     assert home_relative(f"{Path.home()}-other/x") == f"{Path.home()}-other/x"  # not under it
+    data = ",".join(str(Path.home() / ".cache" / part) for part in ("a", "b"))
+    assert home_relative(data) == "~/.cache/a,~/.cache/b"  # --data's list, path by path
+
+
+def test_no_shipped_file_names_a_home_folder():
+    import re
+
+    assets = Path(__file__).resolve().parent.parent / "assets"
+    home = re.compile(r"/root/|/home/[^/\s]+/|/Users/[^/\s]+/")
+    named = [str(path.relative_to(assets)) for path in assets.rglob("*")
+             if path.suffix in (".json", ".md", ".txt") and home.search(path.read_text(encoding="utf-8"))]
+    assert not named
 
 
 def test_the_table_reports_the_chat_set_where_it_was_measured():

@@ -115,9 +115,12 @@ def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
 def home_relative(path: Path | str) -> str:
     """``path`` as recorded in a model card: under the home folder as ``~/...`` (e.g. a run of
     ``core.train.scaling`` in the user's cache), so no card names the machine it was trained on;
-    anything else as given."""
-    text, home = str(path), str(Path.home())
-    return "~" + text[len(home):] if text == home or text.startswith(home + os.sep) else text
+    anything else as given. A comma-separated list (``--data a,b``) is read path by path."""
+    home = str(Path.home())
+
+    def one(text: str) -> str:
+        return "~" + text[len(home):] if text == home or text.startswith(home + os.sep) else text
+    return ",".join(map(one, str(path).split(",")))
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
