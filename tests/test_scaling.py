@@ -1,5 +1,6 @@
 """The scaling sweep's cache names: a run is found again only under the settings it ran with."""
 import argparse
+import re
 from pathlib import Path
 
 import torch
@@ -42,8 +43,6 @@ def test_model_cards_name_no_home_folder():
 
 
 def test_no_shipped_file_names_a_home_folder():
-    import re
-
     assets = Path(__file__).resolve().parent.parent / "assets"
     home = re.compile(r"/root/|/home/[^/\s]+/|/Users/[^/\s]+/")
     named = [str(path.relative_to(assets)) for path in assets.rglob("*")
