@@ -61,11 +61,26 @@ if [ "${DATA_ONLY:-0}" = 1 ]; then
     exit 0
 fi
 
-# eagle3 goes on from eagle3-chat (trained on part of this data); eagle from the shipped eagle
+# eagle3 goes on from eagle3-chat (trained on part of this data); eagle from the eagle shipped
+# before this job's (the 8,192-token one, kept in git history: assets/gemma-270m/eagle now holds
+# the result). Both starting points are copied once into the cache, so a run's cache key (it names
+# the digest of the weights it starts from) stays the same and a finished run is found again.
 init="$jobs/init-eagle3-chat"
 if [ ! -f "$init/eagle3/model.safetensors" ]; then
     mkdir -p "$init"
     cp -r assets/gemma-270m/eagle3-chat "$init/eagle3"
+fi
+eagle_from=af487f484f950ff5aab626554f01659fd290e522  # the last commit with the replaced eagle
+init_eagle="$jobs/init-eagle"
+if [ ! -f "$init_eagle/eagle/model.safetensors" ]; then
+    mkdir -p "$init_eagle.partial/eagle"
+    for file in config.json model.safetensors; do
+        if ! git -C "$repo" show "$eagle_from:assets/gemma-270m/eagle/$file" >"$init_eagle.partial/eagle/$file"; then
+            say "chat-drafters: the eagle to start from is in commit $eagle_from, which this clone lacks (git fetch --unshallow)"
+            exit 1
+        fi
+    done
+    mv "$init_eagle.partial" "$init_eagle"
 fi
 train() {
     say "chat-drafters: training $1 ($steps steps)"
@@ -74,5 +89,5 @@ train() {
         >>"$log" 2>&1
 }
 train eagle3 "$init"
-train eagle assets/gemma-270m
+train eagle "$init_eagle"
 say "chat-drafters: done; results in $jobs/chat-drafters-*.json, weights under $cache/scaling/"
