@@ -63,25 +63,25 @@ fi
 
 # eagle3 goes on from eagle3-chat (trained on part of this data); eagle from the eagle shipped
 # before this job's (the 8,192-token one, kept in git history: assets/gemma-270m/eagle now holds
-# the result). Both starting points are copied once into the cache, so a run's cache key (it names
+# the result). Each starting point is copied once into the cache, so a run's cache key (it names
 # the digest of the weights it starts from) stays the same and a finished run is found again.
-init="$jobs/init-eagle3-chat"
-if [ ! -f "$init/eagle3/model.safetensors" ]; then
-    mkdir -p "$init"
-    cp -r assets/gemma-270m/eagle3-chat "$init/eagle3"
-fi
-eagle_from=af487f484f950ff5aab626554f01659fd290e522  # the last commit with the replaced eagle
-init_eagle="$jobs/init-eagle"
-if [ ! -f "$init_eagle/eagle/model.safetensors" ]; then
-    mkdir -p "$init_eagle.partial/eagle"
+# starting_point DIR KIND REVISION FOLDER: assets/gemma-270m/FOLDER at REVISION as DIR/KIND, once.
+starting_point() {
+    [ -f "$1/$2/model.safetensors" ] && return
+    rm -rf "$1.partial" "$1"
+    mkdir -p "$1.partial/$2"
     for file in config.json model.safetensors; do
-        if ! git -C "$repo" show "$eagle_from:assets/gemma-270m/eagle/$file" >"$init_eagle.partial/eagle/$file"; then
-            say "chat-drafters: the eagle to start from is in commit $eagle_from, which this clone lacks (git fetch --unshallow)"
+        if ! git -C "$repo" show "$3:assets/gemma-270m/$4/$file" >"$1.partial/$2/$file"; then
+            say "chat-drafters: the $2 to start from is in commit $3, which this clone lacks (git fetch --unshallow)"
             exit 1
         fi
     done
-    mv "$init_eagle.partial" "$init_eagle"
-fi
+    mv "$1.partial" "$1"
+}
+init="$jobs/init-eagle3-chat"
+starting_point "$init" eagle3 "$commit" eagle3-chat
+init_eagle="$jobs/init-eagle"
+starting_point "$init_eagle" eagle af487f484f950ff5aab626554f01659fd290e522 eagle  # the last commit with it
 train() {
     say "chat-drafters: training $1 ($steps steps)"
     nice -n 19 python -m core.train.scaling --data "$data" --steps "$steps" --fractions 1 --drafters "$1" \
