@@ -9,8 +9,8 @@ import threading
 from dataclasses import dataclass
 
 from core import UserError
-from core.limits import MAX_TRACE_BYTES, MIB
-from core.request import DecodeRequest
+from core.common.limits import MAX_TRACE_BYTES, MIB
+from core.api.request import DecodeRequest
 
 from .i18n import t
 

@@ -15,7 +15,7 @@ from core.cost.curve import CostCurve, cached_curve
 from core.cost.theory import run_model
 from core.engine.batch import BatchDecoder, BatchStep
 from core.records.steps import RunResult, StepRecord, Trace, write_trace
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.serving.monitor import Watch
 from core.serving.prometheus import lab_metrics
 from core.studies.comparison import Comparison

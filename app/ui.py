@@ -6,7 +6,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from core.limits import MAX_TRACE_BYTES
+from core.common.limits import MAX_TRACE_BYTES
 from core.models import gemma
 from core.models.loading import PRESETS, resolve_preset
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
 from core.drafters import weights  # noqa: E402
-from core.request import DecodeRequest  # noqa: E402
+from core.api.request import DecodeRequest  # noqa: E402
 
 
 def build_ms(request: DecodeRequest) -> float:

@@ -6,7 +6,7 @@
 ``verify(n) route`` is the engine's own ``SpeculativeDecoder.verify`` of a chain of n tokens after 64
 cached ones, with the head's route forced by its switches (``core.runtime.head``: ``float32`` has
 every cheap route off). Every probe runs once per pass, all interleaved, after two warm-up passes;
-medians (the lab's one timer, ``core.cost.timing.time_interleaved``). Routes this CPU or torch does
+medians (the lab's one timer, ``core.common.timing.time_interleaved``). Routes this CPU or torch does
 not run are left out (bf16 without bf16 units).
 """
 import os
@@ -18,8 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.api import build_decoder  # noqa: E402
-from core.cost.timing import time_interleaved  # noqa: E402
-from core.request import DecodeRequest  # noqa: E402
+from core.common.timing import time_interleaved  # noqa: E402
+from core.api.request import DecodeRequest  # noqa: E402
 from core.runtime.forward import forward_segment  # noqa: E402
 from core.runtime.head import ROUTES, head_route  # noqa: E402
 from core.runtime.tree import DraftTree  # noqa: E402

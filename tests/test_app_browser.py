@@ -245,7 +245,7 @@ def test_gradio_words_follow_the_page_language(page, language, words, other):
 def test_a_file_over_the_upload_limit_is_refused_with_a_message(page, tmp_path):
     """Gradio alone refuses it with a bare "Error" in the box; the page says the file is too large and
     the limit, in its language, and the box stays ready for another file."""
-    from core.limits import MAX_TRACE_BYTES as MAX_UPLOAD
+    from core.common.limits import MAX_TRACE_BYTES as MAX_UPLOAD
 
     big = tmp_path / "big.jsonl"
     with open(big, "wb") as f:

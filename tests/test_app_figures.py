@@ -266,7 +266,7 @@ def _timed(result, walls, verify_s):
 
 
 def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
     from core.studies.comparison import Comparison, TimedSetup
 
     def setup(result, walls, verify_s=None):
@@ -302,7 +302,7 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
 
 def test_compare_folds_its_warnings_into_one_counted_line(runs):
     from app.views.compare import warnings_html
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
     from core.studies.comparison import Comparison, TimedSetup
 
     def setup(result, walls, verify_s):
@@ -325,7 +325,7 @@ def test_compare_folds_its_warnings_into_one_counted_line(runs):
 def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     """Each set-up once untimed (short), then rounds baseline, A, baseline, A; Compare and Worth it?
     show one draft-cost number for a set-up, and Worth it? predicts next to the measured speedup."""
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
     from core.studies.comparison import WARMUP_TOKENS, run_comparison
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a fresh cost curve, measured here
@@ -365,7 +365,7 @@ def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
 
 def test_a_stepped_run_reports_compute_time_not_the_waits_between_steps():
     """Step by step: the time a user (or Play) waits between steps is not the run's."""
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
 
     run = Run(DecodeRequest.of("我爱", drafter="draft", k=3, max_new_tokens=40))
     start, waited = time.perf_counter(), 0.0
@@ -534,7 +534,7 @@ def test_compare_requests_put_the_baseline_first():
 
 def test_every_drafter_name_has_a_colour_of_its_own():
     from app.palette import DRAFTER_COLORS, OTHER_DRAFTER
-    from core.request import drafter_names
+    from core.api.request import drafter_names
 
     assert set(DRAFTER_COLORS) == set(drafter_names())
     assert len(set(DRAFTER_COLORS.values()) | {OTHER_DRAFTER}) == len(DRAFTER_COLORS) + 1

@@ -10,7 +10,7 @@ from core import DecodeRequest, build_decoder, target_greedy
 from core.api import build_batch
 from core.drafters.draft_model import DraftModelDrafter
 from core.engine.batch import BatchDecoder, run_batch
-from core.errors import UserError
+from core.common.errors import UserError
 from core.runtime.forward import chain_parents, forward_segment, run_batch_body
 from core.runtime.head import LMHead
 from core.runtime.kv_cache import PagedForward, PagedKVCache

@@ -9,7 +9,7 @@ import torch
 
 from core.cli import main
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES
-from core.errors import UserError
+from core.common.errors import UserError
 from core.studies.batch_size import crossover, parse_batch_sizes
 from core.studies.bench import NULL_ARM, BenchConfig, run_bench, write_outputs
 

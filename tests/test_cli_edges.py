@@ -189,7 +189,7 @@ def test_ctrl_c_in_a_real_run_is_one_line():
 
 
 def test_1_new_token_is_singular():
-    from core.errors import counted
+    from core.common.errors import counted
 
     assert counted(1, "new token") == "1 new token" and counted(2, "new token") == "2 new tokens"
 

@@ -128,11 +128,11 @@ def test_the_cost_curve_is_measured_once_and_cached(tmp_path, monkeypatch, tiny)
 
 
 def test_the_page_says_why_and_outlines_each_proposer(monkeypatch):
-    import core.api
+    import core.api.decoding
     from app.figures.tree import tree_figure
     from app.render import step_sentence
 
-    monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)  # verifying more costs nothing: keep all
+    monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: FLAT)  # verifying more costs nothing: keep all
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="hybrid", tree="auto", max_new_tokens=12)
     sentences = [step_sentence(r, "en") for r in result.steps]
     assert all('class="sdl-why"' in s for s in sentences)
@@ -152,10 +152,10 @@ def test_the_why_line_is_plain_words_with_the_numbers_behind_a_detail(monkeypatc
     languages, and the numbers (expected and measured, from the step's own record) in a closed detail."""
     import re
 
-    import core.api
+    import core.api.decoding
     from app.render import decision_line
 
-    monkeypatch.setattr(core.api, "cost_curve", lambda target: FLAT)
+    monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: FLAT)
     result = generate("床前明月光，疑是地上霜。床前明月光，", drafter="ngram", k="auto", max_new_tokens=12)
     for record in result.steps:
         for lang in ("en", "zh"):

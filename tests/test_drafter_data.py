@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import load_model, resolve_preset
 from core.train import drafter_data, eagle, medusa
 from core.train.gemma_drafters import load_stored_data

@@ -144,7 +144,7 @@ def test_a_second_load_is_fast():
 
 def test_gemma_context_is_capped_at_its_sliding_window(gemma_target):
     from core import DecodeRequest, build_decoder
-    from core.errors import UserError
+    from core.common.errors import UserError
 
     assert gemma_target.context_length == 512
     with pytest.raises(UserError, match="usable context is 512 tokens"):

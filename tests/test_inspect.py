@@ -10,7 +10,7 @@ import torch
 from trace_cases import EXAMPLE_TRACE, GEMMA_TRACE
 
 from core import DecodeRequest, build_decoder, read_trace
-from core.limits import MAX_ALTERNATIVES, MAX_REJECTION_TOKENS
+from core.common.limits import MAX_ALTERNATIVES, MAX_REJECTION_TOKENS
 from core.records.detail import candidate_tokens, entropy
 from core.records.steps import write_trace
 from core.runtime.acceptance import Acceptance, TargetView, residual_probs, speculative_accept

@@ -1,7 +1,7 @@
 """The paged KV cache: block table, slot release, blocks back to the pool."""
 import pytest
 
-from core.errors import KVCacheFull
+from core.common.errors import KVCacheFull
 from core.runtime.kv_cache import BlockPool, PagedKVCache, SlotLayout
 
 

@@ -20,7 +20,7 @@ from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run
 from core.drafters.medusa import MedusaDrafter, build_tree, choices_for_shape, parse_choices
 from core.drafters.vocab import Columns, ContextColumns, draft_rows, to_target_vocab
 from core.engine.decoder import DecodeSettings, SpeculativeDecoder
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import LoadedModel
 from core.runtime.kv_cache import PagedKVCache, SlotLayout
 from core.train.eagle import new_net, unroll, unroll_mask
@@ -410,7 +410,7 @@ def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_
 ])
 def test_drafter_options_are_checked(options, message):
     from core.api import build_decoder
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
 
     with pytest.raises(UserError, match=message):
         build_decoder(DecodeRequest.of("我爱", "tiny", **options))
@@ -418,7 +418,7 @@ def test_drafter_options_are_checked(options, message):
 
 def test_each_draft_size_is_its_own_model():
     from core.api import build_decoder
-    from core.request import DecodeRequest
+    from core.api.request import DecodeRequest
 
     sizes = {}
     for size in ("xs", "s", "l"):

@@ -5,7 +5,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import Gemma3TextConfig, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import LoadedModel, check_same_tokenizer, pick_device, resolve_preset, sliding_window
 
 

@@ -9,7 +9,7 @@ import pytest
 from core import DecodeRequest, UserError, generate
 from core.cli.generate import add_generate_arguments
 from core.drafters import DRAFTERS, lookup, option_fields
-from core.request import drafter_names
+from core.api.request import drafter_names
 
 
 def test_every_drafter_option_is_a_flag_and_a_recorded_setting():
@@ -86,12 +86,12 @@ def test_the_trace_path_is_checked_before_decoding(tmp_path):
 
 
 def test_a_run_whose_trace_cannot_be_written_still_returns_its_result(tmp_path, monkeypatch):
-    import core.api
+    import core.api.decoding
 
     def fail(path, result):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(core.api, "write_trace", fail)
+    monkeypatch.setattr(core.api.decoding, "write_trace", fail)
     result = generate("我爱", max_new_tokens=4, trace=tmp_path / "t.jsonl")
     assert result.new_tokens == 4 and "No space left" in result.trace_error
     assert "trace_error" in result.to_dict()

@@ -21,7 +21,7 @@ def fixed_cost_curve(monkeypatch):
 
     curve = CostCurve(tokens=[1, 2, 3, 4], ratio=[1.0, 1.05, 1.1, 1.15], forward_s=0.01, device="cpu", threads=1,
                       model="fixed")
-    monkeypatch.setattr("core.api.cost_curve", lambda target: curve)
+    monkeypatch.setattr("core.api.decoding.cost_curve", lambda target: curve)
 
 
 TEMPERATURE = 0.8

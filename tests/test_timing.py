@@ -1,11 +1,11 @@
-"""The lab's one timer and its one speedup (``core.cost.timing``): the order, the warm-up, the
+"""The lab's one timer and its one speedup (``core.common.timing``): the order, the warm-up, the
 samples and the median every measurement reads, and the definition every speedup uses."""
 import statistics
 from time import perf_counter, sleep
 
 import pytest
 
-from core.cost.timing import Samples, prompt_speedups, rounds, speedup, time_interleaved
+from core.common.timing import Samples, prompt_speedups, rounds, speedup, time_interleaved
 
 
 def test_candidates_run_warmed_up_then_interleaved_round_by_round():

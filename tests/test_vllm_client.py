@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from core.cli import main
-from core.errors import UserError
+from core.common.errors import UserError
 from core.vllm import env
 from core.vllm.client import SpecCounters, VllmError, VllmRunner, runner_env
 from core.vllm.serve import serve, serve_env

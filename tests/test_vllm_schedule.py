@@ -10,7 +10,7 @@ import pytest
 from app_server import TINY_MISSING, TINY_READY
 
 from core.records.metrics import tally
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.drafters.ngram import vllm_lookup
 from core.vllm.schedule import decode
 

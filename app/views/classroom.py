@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core.models.loading import resolve_preset
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 
 from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded

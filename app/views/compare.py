@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core.limits import PAGE_MAX_TEMPERATURE
+from core.common.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
 from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, WARMUP_TOKENS, Comparison, Progress, Spread, TimedSetup,
                                      run_comparison)

@@ -15,7 +15,7 @@ import gradio as gr
 
 from core import UserError
 from core.records.metrics import tally
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 
 from ..controls import DRAFTER_NAMES, SERVING_DEFAULT, choice, number, prompt_text
 from ..figures.serving import kv_pair_figure, masks_figure, timeline_figure

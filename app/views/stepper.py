@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.limits import PAGE_MAX_TEMPERATURE
+from core.common.limits import PAGE_MAX_TEMPERATURE
 
 from ..controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
 from ..guard import guarded

@@ -12,7 +12,7 @@ from safetensors import SafetensorError
 from core.cli import export
 from core.cli.generate import add_generate_arguments, run_generate
 from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
-from core.errors import UserError, one_line
+from core.common.errors import UserError, one_line
 from core.serving import serve_metrics
 from core.train import draft_sizes, eagle, medusa, tiny
 from core.vllm import cli as vllm_cli

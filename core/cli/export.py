@@ -9,8 +9,8 @@ from pathlib import Path
 from core.drafters.checkpoint import (ARCHITECTURE, LAB_FIELD, checkpoint_config, checkpoint_weights, write_checkpoint,
                                       written_here)
 from core.drafters.weights import load_folder
-from core.errors import UserError
-from core.files import check_output_folder
+from core.common.errors import UserError
+from core.common.files import check_output_folder
 from core.models.loading import drafter_home, load_model, resolve_preset
 
 

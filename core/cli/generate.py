@@ -8,8 +8,8 @@ import typing
 
 from core.api import generate
 from core.drafters import option_fields, option_owners
-from core.errors import counted
-from core.request import DecodeRequest, drafter_names, flag
+from core.common.errors import counted
+from core.api.request import DecodeRequest, drafter_names, flag
 
 
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:

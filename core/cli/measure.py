@@ -8,9 +8,9 @@ from dataclasses import asdict
 import torch
 
 from core.cost.curve import cost_curve
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import load_model, resolve_preset
-from core.files import check_output_folder
+from core.common.files import check_output_folder
 from core.models.prompts import HELDOUT_PROMPTS
 from core.studies.bench import BenchConfig, markdown_table, write_outputs
 from core.studies.bench import run_bench as bench

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES, latency_context, measure_verify_cost
-from core.files import lab_cache, write_text_atomic
+from core.common.files import lab_cache, write_text_atomic
 from core.models.fingerprint import target_fingerprint
 from core.models.loading import LoadedModel
 from core.models.prompts import load_prompts

@@ -10,7 +10,7 @@ rule reads. Without the head it is the body alone (what the prefill and a drafte
 pay). With ``batch`` > 1 every one of ``batch`` requests verifies its n tokens in ONE forward, the
 batch engine's path (``run_batch_body``, ``TargetView.split_from_head``): the batch-size study's
 forward latency. Every (model, head, n) probe is timed by the lab's one timer
-(``core.cost.timing.time_interleaved``: one warm-up pass, then every probe once per repeat,
+(``core.common.timing.time_interleaved``: one warm-up pass, then every probe once per repeat,
 interleaved); the reported time is the median. The verify-cost curve (``core.cost.curve``), the
 bench, the batch-size study and the scripts in ``bench/`` all measure with it.
 """
@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from core.cost.timing import time_interleaved
+from core.common.timing import time_interleaved
 from core.models.loading import LoadedModel
 from core.runtime.acceptance import TargetView
 from core.runtime.forward import chain_parents, run_batch_body, run_segment

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from core.cost.curve import CostCurve
-from core.errors import UserError
+from core.common.errors import UserError
 from core.records.metrics import expected_verify_cost, tally, verify_cost_by_nodes
 from core.records.steps import StepRecord
 

@@ -11,7 +11,7 @@ from core.drafters.hybrid import HybridDrafter
 from core.drafters.medusa import MedusaDrafter
 from core.drafters.ngram import NgramDrafter
 from core.drafters.none import NoDrafter
-from core.errors import UserError
+from core.common.errors import UserError
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter,

@@ -8,8 +8,8 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 from core.drafters.vocab import Columns
-from core.errors import UserError
-from core.limits import MAX_DEPTH, MAX_TREE_NODES, MAX_WIDTH
+from core.common.errors import UserError
+from core.common.limits import MAX_DEPTH, MAX_TREE_NODES, MAX_WIDTH
 from core.runtime.tree import DraftTree
 
 if TYPE_CHECKING:

@@ -32,9 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from core.errors import UserError, one_line
-from core.files import write_atomic, write_text_atomic
-from core.limits import MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
+from core.common.errors import UserError, one_line
+from core.common.files import write_atomic, write_text_atomic
+from core.common.limits import MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
 from core.models.loading import fields_error, read_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"

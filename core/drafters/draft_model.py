@@ -19,7 +19,7 @@ from pydantic import Field
 
 from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext, pick_children
 from core.drafters.vocab import Columns, draft_rows
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import check_same_tokenizer
 from core.runtime.forward import chain_parents, forward_segment
 from core.runtime.kv_cache import PagedKVCache, RequestKV

@@ -35,7 +35,7 @@ from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContex
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.vocab import ContextColumns
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
-from core.limits import MAX_TREE_NODES
+from core.common.limits import MAX_TREE_NODES
 from core.records.steps import ExpansionRecord
 from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
 from core.runtime.tree import DraftTree

@@ -23,7 +23,7 @@ from pydantic import Field
 from core.drafters.base import DrafterInputs, DraftShape, ProposeContext, Wrapper
 from core.drafters.eagle import Eagle3Drafter, EagleOptions
 from core.drafters.ngram import NgramDrafter
-from core.limits import MAX_TREE_NODES
+from core.common.limits import MAX_TREE_NODES
 from core.runtime.tree import DraftTree
 
 

@@ -24,8 +24,8 @@ from torch.nn import functional as F
 from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext, pick_children
 from core.drafters.vocab import Columns, ContextColumns, keep_draft_vocab
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
-from core.errors import UserError
-from core.limits import MAX_TREE_NODES
+from core.common.errors import UserError
+from core.common.limits import MAX_TREE_NODES
 from core.runtime.kernels import half_linears, half_product
 from core.runtime.tree import DraftTree
 

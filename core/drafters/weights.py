@@ -27,9 +27,9 @@ from safetensors.torch import save_file
 from core.drafters import checkpoint
 from core.drafters.base import DrafterOptions
 from core.drafters.checkpoint import read_safetensors
-from core.errors import UserError, listed
-from core.files import write_atomic, write_text_atomic
-from core.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_TOKEN_ID
+from core.common.errors import UserError, listed
+from core.common.files import write_atomic, write_text_atomic
+from core.common.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_TOKEN_ID
 from core.models.fingerprint import target_fingerprint
 from core.models.loading import check_memory, check_symlinks, drafter_home, fields_error, read_json
 

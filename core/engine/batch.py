@@ -25,7 +25,7 @@ from time import perf_counter
 from typing import Iterator
 
 from core.engine.decoder import Ending, SpeculativeDecoder
-from core.errors import UserError
+from core.common.errors import UserError
 from core.records.steps import KVStepRecord, RunResult, StepRecord
 from core.runtime.acceptance import TargetView
 from core.runtime.forward import chain_parents, run_batch_body

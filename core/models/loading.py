@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from core.errors import UserError, listed, one_line
-from core.files import read_capped
-from core.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
+from core.common.errors import UserError, listed, one_line
+from core.common.files import read_capped
+from core.common.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS,
                          MAX_TOKEN_ID)
 from core.models import gemma
 from core.runtime.kernels import pack_linears

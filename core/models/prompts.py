@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import UserError
-from core.files import read_capped
-from core.limits import MAX_PROMPTS_FILE_BYTES
+from core.common.errors import UserError
+from core.common.files import read_capped
+from core.common.limits import MAX_PROMPTS_FILE_BYTES
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "prompts"
 HELDOUT_PROMPTS = PROMPTS_DIR / "heldout.txt"

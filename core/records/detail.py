@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from core.limits import MAX_ALTERNATIVES, MAX_REJECTION_TOKENS
+from core.common.limits import MAX_ALTERNATIVES, MAX_REJECTION_TOKENS
 
 DIGITS = 6  # probabilities are rounded to this many decimals in records
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.files import write_atomic
+from core.common.files import write_atomic
 from core.records.detail import InspectRecord, PositionRecord, RejectionRecord
 
 TRACE_SCHEMA = 1

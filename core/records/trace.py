@@ -17,8 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
-from core.errors import UserError, counted
-from core.limits import (MAX_ALTERNATIVES, MAX_BLOCK_SIZE, MAX_DEPTH, MAX_LABEL, MAX_MODEL_REF, MAX_NEW_TOKENS,
+from core.common.errors import UserError, counted
+from core.common.limits import (MAX_ALTERNATIVES, MAX_BLOCK_SIZE, MAX_DEPTH, MAX_LABEL, MAX_MODEL_REF, MAX_NEW_TOKENS,
                          MAX_OUTPUT_CHARS, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, MAX_REJECTION_TOKENS, MAX_SECONDS,
                          MAX_SEED, MAX_TEMPERATURE, MAX_TOKEN_ID, MAX_TOKEN_TEXT, MAX_TRACE_BYTES, MAX_TRACE_LINES,
                          MAX_TREE_NODES, MAX_WIDTH, MIB)

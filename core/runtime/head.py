@@ -62,7 +62,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from core.cost.timing import time_interleaved
+from core.common.timing import time_interleaved
 from core.runtime.kernels import fp16_product
 
 BF16_ROUNDOFF = 2.0**-8  # unit roundoff of bfloat16 (8 significant bits)
@@ -315,7 +315,7 @@ def _pick(weight: torch.Tensor, switches: tuple[str, ...], outliers) -> CheapHea
 def _fastest(weight: torch.Tensor, candidates: list[CheapHead]) -> CheapHead | None:
     """The candidate whose product takes the least time over ``ROUTE_ROWS`` rows (medians of
     ``ROUTE_REPEATS`` interleaved timings after a warm-up, by the lab's one timer
-    ``core.cost.timing.time_interleaved``), or None where the float32 product is at least as fast.
+    ``core.common.timing.time_interleaved``), or None where the float32 product is at least as fast.
     Not their rescoring: a few rows of the head, next to nothing."""
     if not candidates:
         return None

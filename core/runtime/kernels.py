@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from core.cost.timing import time_interleaved
+from core.common.timing import time_interleaved
 
 PACK_FROM_ROWS = 4  # from here on the packed copy was the faster on every CPU measured (above)
 MIN_PACKED_PARAMS = 32_000_000

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from core.errors import KVCacheFull
+from core.common.errors import KVCacheFull
 from core.records.steps import KVStepRecord
 
 

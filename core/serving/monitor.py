@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.records.metrics import Tallies
 
 MAX_BYTES = 8 * 1024 * 1024  # a reply's body

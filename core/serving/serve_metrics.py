@@ -16,9 +16,9 @@ from prometheus_client import start_http_server
 
 from core.api import build_decoder
 from core.drafters.eagle import Eagle3Drafter
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.serving.monitor import is_loopback_host
 from core.serving.prometheus import lab_metrics
 

@@ -24,13 +24,13 @@ from typing import Callable
 
 from core.api import build_batch
 from core.cost.probe import measure_verify_cost
-from core.cost.timing import speedup, time_interleaved
+from core.common.timing import speedup, time_interleaved
 from core.drafters import BASELINE
 from core.engine.batch import BatchResult, check_batch_size, run_batch
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import LoadedModel
 from core.records.metrics import tally
-from core.request import split_spec
+from core.api.request import split_spec
 
 VLLM = "vllm:"  # the prefix of a batch-sweep row measured on vLLM-CPU, e.g. "vllm:ngram"
 QUERY_TOKENS = (1, 2, 4, 8, 16, 32)  # new tokens per request in the latency probe
@@ -64,7 +64,7 @@ def batch_prompts(prompts: list[str], batch: int) -> list[str]:
 
 
 def batch_runner(prompts: list[str], spec: str, decoder_args: dict) -> Callable[[], BatchResult]:
-    """One batched decode of ``prompts`` with drafter ``spec`` (``core.request.split_spec``: a name,
+    """One batched decode of ``prompts`` with drafter ``spec`` (``core.api.request.split_spec``: a name,
     optionally with its own shape, e.g. ``draft:auto``)."""
     name, flat = split_spec(spec)
 
@@ -78,7 +78,7 @@ def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompt
                        repeats: int, log: Callable[[str], None], warmup: bool = True,
                        peer: dict[str, Callable[[list[str]], Callable]] | None = None) -> list[dict]:
     """Every (batch, drafter) decoded ``repeats`` times, interleaved by the lab's timer
-    (``core.cost.timing``; the warm-up runs each drafter once at the first batch size); rows in
+    (``core.common.timing``; the warm-up runs each drafter once at the first batch size); rows in
     the JSON's ``batch_sweep`` shape.
 
     ``drafters`` must include ``none`` (speedups are against it at the same batch size). ``peer``:
@@ -111,7 +111,7 @@ def measure_throughput(sizes: tuple[int, ...], drafters: tuple[str, ...], prompt
 
 def sweep_row(batch: int, drafter: str, runs: list[BatchResult], baseline: list[BatchResult]) -> dict:
     """One (batch, drafter) cell; τ and acceptance from the first repeat's step records
-    (``core.records.metrics.tally``), the speedup by the lab's definition (``core.cost.timing.speedup``:
+    (``core.records.metrics.tally``), the speedup by the lab's definition (``core.common.timing.speedup``:
     one "prompt", the batch)."""
     walls = [r.wall_s for r in runs]
     wall = statistics.median(walls)

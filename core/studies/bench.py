@@ -1,9 +1,9 @@
 """``python -m core bench``: speed and acceptance of each drafter, side by side in one process.
 
 Every configuration runs on the same prompts, interleaved (prompt by prompt, repeat by
-repeat) after a warm-up, by the lab's one timer (``core.cost.timing.time_interleaved``), so
+repeat) after a warm-up, by the lab's one timer (``core.common.timing.time_interleaved``), so
 slow drifts of the machine hit all of them alike. Speedups are the lab's one definition
-(``core.cost.timing.speedup``): the median over prompts of the ``none`` baseline's median wall
+(``core.common.timing.speedup``): the median over prompts of the ``none`` baseline's median wall
 time over the configuration's, measured in the same run; τ and acceptance are
 ``core.records.metrics.tally`` over every repeat's step records. With ``--compare-hf``
 transformers' own ``generate()`` -- plain,
@@ -31,14 +31,14 @@ import torch
 
 from core.api import build_decoder, greedy_generate_kwargs
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_REPEATS, latency_context, measure_verify_cost, verify_markdown
-from core.cost.timing import prompt_speedups, speedup, time_interleaved
+from core.common.timing import prompt_speedups, speedup, time_interleaved
 from core.drafters import BASELINE, DraftModelDrafter, NgramDrafter
-from core.errors import UserError
-from core.files import write_text_atomic
+from core.common.errors import UserError
+from core.common.files import write_text_atomic
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.records.metrics import Tallies, tally
-from core.request import DecodeRequest, split_spec
+from core.api.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.vllm.peer import VllmPeer
 
@@ -162,14 +162,14 @@ def language(prompt: str) -> str:
 
 
 def walls(per_prompt: list[list[Timing]], per_token: bool = False) -> list[list[float]]:
-    """``[prompt][repeat]`` wall seconds, what ``core.cost.timing.speedup`` reads; ``per_token``: over
+    """``[prompt][repeat]`` wall seconds, what ``core.common.timing.speedup`` reads; ``per_token``: over
     the run's new tokens (sampled runs of two drafters may end at an end token at different lengths)."""
     return [[t.wall_s / max(len(t.tokens), 1) if per_token else t.wall_s for t in runs] for runs in per_prompt]
 
 
 def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str],
               sampled: bool = False) -> dict[str, dict]:
-    """timings[name][prompt] = list over repeats. Speedup: ``core.cost.timing.speedup`` against
+    """timings[name][prompt] = list over repeats. Speedup: ``core.common.timing.speedup`` against
     ``baseline``, also per language half and for the worst single prompt; τ and acceptance pool
     every repeat's step totals. ``sampled``: the runs sampled, so speedups compare seconds per new
     token and identity to the baseline is not asked (``None``: the χ² test of tests/test_sampling.py
@@ -304,7 +304,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
 def time_prompts(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
                  log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
     """Every configuration on every prompt, ``repeats`` times, by the lab's timer
-    (``core.cost.timing.time_interleaved``): interleaved prompt by prompt, after a warm-up on the
+    (``core.common.timing.time_interleaved``): interleaved prompt by prompt, after a warm-up on the
     first prompt; ``[name][prompt]`` -> the repeats' timings."""
     names = list(everything)
     prompts = len(everything[names[0]])

@@ -3,10 +3,10 @@
 1. **Warm-up**: every set-up decodes once, untimed and short (``WARMUP_TOKENS``), so model
    loading, first-call allocations and caches are not charged to the first timed run.
 2. **Interleaving**: the timed runs go round by round -- baseline, A, B; baseline, A, B; ... --
-   so a change in the machine's load falls on every set-up alike (``core.cost.timing.rounds``,
+   so a change in the machine's load falls on every set-up alike (``core.common.timing.rounds``,
    the order of the lab's one timer; Compare runs it one decode at a time so that a page shows
    each run as it ends and Stop is heard between runs).
-3. **Repeats**: the speedup is the lab's one definition (``core.cost.timing.speedup``): on one
+3. **Repeats**: the speedup is the lab's one definition (``core.common.timing.speedup``): on one
    prompt, the baseline's median time over the set-up's; its range is that of the paired
    per-round ratios (that round's baseline time over the set-up's).
 
@@ -27,11 +27,11 @@ from typing import Callable, ContextManager, Iterator
 
 from core.api import build_decoder
 from core.cost.curve import CostCurve, cost_curve
-from core.cost.timing import rounds, speedup
-from core.errors import UserError
+from core.common.timing import rounds, speedup
+from core.common.errors import UserError
 from core.records.metrics import forward_seconds, step_cost, tally
 from core.records.steps import RunResult, StepRecord
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 
 WARMUP_TOKENS = 8
 ABOVE_TAU = 1.05
@@ -108,7 +108,7 @@ class Comparison:
         return [b.wall_s / r.wall_s for b, r in zip(self.baseline.results, setup.results) if r.wall_s > 0]
 
     def speedup(self, setup: TimedSetup) -> Spread | None:
-        """``core.cost.timing.speedup`` (the baseline's median time over the set-up's), with the
+        """``core.common.timing.speedup`` (the baseline's median time over the set-up's), with the
         range of the paired per-round ratios."""
         ratios = self.speedups(setup)
         if not ratios:

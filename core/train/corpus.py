@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.files import lab_cache, write_text_atomic
+from core.common.files import lab_cache, write_text_atomic
 
 HELDOUT_EVERY = 20
 CACHE_VERSION = 2  # bump when a reader changes, so stale caches are rebuilt

@@ -54,8 +54,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers.cache_utils import DynamicCache
 
-from core.errors import UserError
-from core.files import lab_cache, write_atomic
+from core.common.errors import UserError
+from core.common.files import lab_cache, write_atomic
 from core.models.fingerprint import target_fingerprint
 from core.runtime.head import cheap_head
 from core.train.chat_prompts import chat_prompt, prompt_count

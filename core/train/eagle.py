@@ -36,7 +36,7 @@ from core.drafters.eagle import Eagle3Drafter, EagleDrafter
 from core.drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
 from core.drafters.vocab import draft_rows
 from core.drafters.weights import save_folder
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.fingerprint import target_fingerprint
 from core.train import heldout
 from core.train.features import (DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare,

@@ -36,7 +36,7 @@ from safetensors.torch import load_file, save_file
 
 from core.drafters.medusa import MedusaDrafter
 from core.drafters.weights import load_folder, save_folder
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.fingerprint import target_fingerprint
 from core.train import drafter_data, eagle, medusa
 from core.train.features import DataSettings, DrafterData, load_or_build

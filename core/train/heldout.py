@@ -26,7 +26,7 @@ from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.models.prompts import load_prompts
 from core.records.metrics import Tallies
 
-HELDOUT_NEW_TOKENS = 64  # tokens each held-out prompt is decoded for (not a limit: that is core.limits.MAX_NEW_TOKENS)
+HELDOUT_NEW_TOKENS = 64  # tokens each held-out prompt is decoded for (not a limit: that is core.common.limits.MAX_NEW_TOKENS)
 
 
 @dataclass

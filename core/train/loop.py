@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from core.files import write_atomic
+from core.common.files import write_atomic
 
 LOG_EVERY = 25  # steps between progress lines
 CHECKPOINT_EVERY = 100  # steps between checkpoints of a resumable run

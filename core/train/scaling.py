@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from core.drafters.base import DraftShape
-from core.files import lab_cache
+from core.common.files import lab_cache
 from core.train import eagle, heldout
 from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
 

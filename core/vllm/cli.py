@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.models.loading import resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.vllm import env

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.vllm import env
 
 RUNNER = Path(__file__).with_name("runner.py")

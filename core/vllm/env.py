@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from core.files import lab_cache, write_text_atomic
+from core.common.files import lab_cache, write_text_atomic
 
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")

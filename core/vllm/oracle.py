@@ -15,11 +15,11 @@ from pydantic import BaseModel
 from core.api import encode_prompt
 from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, write_checkpoint
 from core.drafters.weights import load_folder
-from core.errors import UserError
-from core.limits import MAX_DEPTH
+from core.common.errors import UserError
+from core.common.limits import MAX_DEPTH
 from core.models.loading import drafter_home, load_model, read_json, resolve_preset
 from core.records.metrics import tally
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.vllm import env
 from core.vllm.client import SpecCounters, VllmRunner
 from core.vllm.schedule import decode

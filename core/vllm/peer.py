@@ -17,7 +17,7 @@ import sys
 from typing import Callable
 
 from core.api import encode_prompt
-from core.errors import UserError, one_line
+from core.common.errors import UserError, one_line
 from core.models.loading import load_model, resolve_preset
 from core.vllm import env
 from core.vllm.client import Generation, VllmError, VllmRunner

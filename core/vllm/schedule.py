@@ -25,7 +25,7 @@ from core.api import build_decoder
 from core.drafters.base import ProposeContext
 from core.engine.decoder import Ending, Proposal, SpeculativeDecoder
 from core.records.steps import RunResult, StepRecord
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 from core.runtime.tree import DraftTree
 
 

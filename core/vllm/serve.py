@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from core.errors import UserError
+from core.common.errors import UserError
 from core.vllm import env
 from core.vllm.client import (LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S, VllmError, VllmRunner, check_threads,
                               die_with_parent, runner_env)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from core.errors import UserError
+from core.common.errors import UserError
 
 
 def lab_cache(*parts: str) -> Path:

@@ -17,8 +17,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from core.drafters import (DEFAULT_DRAFTER, Drafter, DrafterOptions, DraftShape, drafter_names, lookup, option_fields,
                            option_owners)
 from core.engine.decoder import DecodeSettings
-from core.errors import UserError
-from core.limits import (MAX_BLOCK_SIZE, MAX_MODEL_REF, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE,
+from core.common.errors import UserError
+from core.common.limits import (MAX_BLOCK_SIZE, MAX_MODEL_REF, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE,
                          MAX_TREE_NODES, MIN_TEMPERATURE)
 
 

@@ -38,7 +38,7 @@ MAX_OUTPUT_CHARS = MAX_NEW_TOKENS * 256
 MAX_LABEL = 64  # drafter, proposer, device, dtype, stop reason
 MAX_SECONDS = 86_400.0
 
-# ---- files the lab reads from its user (core.files.read_capped) ----------------------------------
+# ---- files the lab reads from its user (core.common.files.read_capped) ----------------------------------
 MAX_PROMPTS_FILE_BYTES = 4 * MIB  # --prompts of bench and serve-metrics
 MAX_CONFIG_BYTES = 4 * MIB  # a model's or a drafter's config.json (and vocab_map.json)
 MAX_SAFETENSORS_HEADER = 16 * MIB  # the JSON header of a drafter's model.safetensors

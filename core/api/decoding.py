@@ -10,12 +10,12 @@ from core.drafters import DEFAULT_DRAFTER, DrafterInputs
 from core.drafters.controller import GoodputController
 from core.engine.batch import BatchDecoder
 from core.engine.decoder import SpeculativeDecoder
-from core.errors import UserError, counted
-from core.files import check_output_file
-from core.limits import MAX_SEED
+from core.common.errors import UserError, counted
+from core.common.files import check_output_file
+from core.common.limits import MAX_SEED
 from core.models.loading import LoadedModel, load_model, resolve_preset
 from core.records.steps import RunResult, write_trace
-from core.request import DecodeRequest
+from core.api.request import DecodeRequest
 
 
 def encode_prompt(target: LoadedModel, prompt: str, max_new_tokens: int) -> list[int]:
