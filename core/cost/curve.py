@@ -11,11 +11,13 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.cost.probe import VERIFY_CONTEXT, VERIFY_SIZES, latency_context, measure_verify_cost
 from core.common.files import lab_cache, write_text_atomic
@@ -76,25 +78,71 @@ def cache_path(target: LoadedModel) -> Path:
     return lab_cache("cost") / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def cached_curve(target: LoadedModel) -> CostCurve | None:
-    """The curve measured earlier for this model, device and thread count, if any (never measures)."""
-    path = cache_path(target)
+class CurveFile(BaseModel):
+    """A cached curve as it must read back: the probe's sizes, ratios finite, starting at 1 and never
+    falling (more query tokens never cost less), a positive one-token forward. Anything else -- a
+    NaN, a negated number, a hand-edited or truncated file -- is measured again, never used."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tokens: list[int]
+    ratio: list[float] = Field(min_length=2)
+    forward_s: float = Field(gt=0.0, le=3600.0, allow_inf_nan=False)
+    device: str = Field(max_length=64)
+    threads: int = Field(ge=1, le=4096)
+    model: str = Field(max_length=4096)
+
+    @model_validator(mode="after")
+    def _a_curve(self) -> "CurveFile":
+        if self.tokens != list(VERIFY_SIZES):
+            raise ValueError(f"tokens {self.tokens[:4]}... are not the probe's sizes {list(VERIFY_SIZES)}")
+        if len(self.ratio) != len(self.tokens):
+            raise ValueError(f"{len(self.ratio)} ratios for {len(self.tokens)} sizes")
+        if not all(math.isfinite(r) for r in self.ratio) or self.ratio[0] != 1.0:
+            raise ValueError("the ratios must be finite numbers starting at 1.0")
+        if any(b < a for a, b in zip(self.ratio, self.ratio[1:])):
+            raise ValueError("the ratios fall somewhere: more query tokens never cost less")
+        return self
+
+
+class DamagedCurve(ValueError):
+    """A cost-curve cache file that cannot be used; the message names the file and what is wrong."""
+
+
+def read_curve(path: Path) -> CostCurve:
+    """The curve in a cache file, checked (``CurveFile``); ``DamagedCurve`` names the file and its fault."""
     try:
-        return CostCurve(**json.loads(path.read_text())) if path.is_file() else None
-    except (OSError, ValueError, TypeError):
+        return CostCurve(**CurveFile.model_validate_json(path.read_bytes()).model_dump())
+    except ValidationError as error:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in error.errors()[:3])
+        raise DamagedCurve(f"{path}: {problem}") from None
+    except OSError as error:
+        raise DamagedCurve(f"{path}: {error.strerror or error}") from None
+
+
+def cached_curve(target: LoadedModel, log=None) -> CostCurve | None:
+    """The curve measured earlier for this model, device and thread count, if any (never measures);
+    None for a damaged file, whose fault goes to ``log`` when given."""
+    path = cache_path(target)
+    if not path.is_file():
+        return None
+    try:
+        return read_curve(path)
+    except DamagedCurve as error:
+        if log is not None:
+            log(f"[cost] the cached curve is damaged and will be measured again: {error}")
         return None
 
 
 def cost_curve(target: LoadedModel, remeasure: bool = False, log=None) -> CostCurve:
     """The cached curve for this model, device and thread count; measured (seconds to a minute)
-    when there is none or when ``remeasure``."""
-    cached = None if remeasure else cached_curve(target)  # a damaged cache file is measured again
-    if cached is not None:
-        return cached
-    path = cache_path(target)
+    when there is none, when it is damaged (the message names the file) or when ``remeasure``."""
     if log is None:
         def log(message: str) -> None:
             print(message, file=sys.stderr, flush=True)
+    cached = None if remeasure else cached_curve(target, log)
+    if cached is not None:
+        return cached
+    path = cache_path(target)
     log(f"[cost] measuring verify cost v(n) for {target.path} on {target.device} (cached in {path.parent})")
     curve = measure(target)
     path.parent.mkdir(parents=True, exist_ok=True)
