@@ -304,7 +304,8 @@ def test_a_probe_that_the_overrun_makes_lose_is_not_repeated_at_once():
 
 class TickingClock:
     """``perf_counter`` for a run whose timings must repeat exactly: every reading advances it by a
-    millisecond; ``pause`` moves it on as a user's wait between two Step clicks does."""
+    millisecond; ``pause`` moves it on as a user's wait between two Step clicks does (or as work
+    does: ``cpu`` reads the same time, as ``process_time`` would for a process with a core of its own)."""
 
     def __init__(self):
         self.now = 0.0
@@ -313,8 +314,20 @@ class TickingClock:
         self.now += 1e-3
         return self.now
 
+    def cpu(self) -> float:
+        return self.now
+
     def pause(self, seconds: float) -> None:
         self.now += seconds
+
+    def install(self, monkeypatch) -> None:
+        """Time the engine and the controller by this clock, wall and CPU alike."""
+        import core.drafters.controller
+        import core.engine.decoder
+
+        for module in (core.engine.decoder, core.drafters.controller):
+            monkeypatch.setattr(module, "perf_counter", self)
+            monkeypatch.setattr(module, "process_time", self.cpu)
 
 
 # v(n) as the ticking clock sees tiny: a plain step takes 6 readings; a wider verify the same
@@ -342,13 +355,11 @@ def test_a_pause_between_steps_is_not_a_step_and_does_not_reach_another_session(
     The clock ticks a millisecond a reading, so that two runs time alike and may be compared exactly;
     before this fix a 1 s pause made each plain step read as a second (``plain_step_s``)."""
     import core.drafters.controller
-    import core.engine.decoder
 
     runs = {}
     for pause in (0.0, 1.0, 3.0):
         clock = TickingClock()
-        monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
-        monkeypatch.setattr(core.drafters.controller, "perf_counter", clock)
+        clock.install(monkeypatch)
         monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
         paused = paused_run(clock, pause, "床前明月光，疑是地上霜。")
         other = paused_run(clock, 0.0, "It is a truth universally acknowledged, that a single man")
@@ -379,13 +390,10 @@ AUSTEN = "It is a truth universally acknowledged, that a single man in possessio
 def losing_drafts(monkeypatch) -> None:
     """Runs timed by a ``TickingClock`` (1 ms a reading: a plain step takes a few) whose controller
     always asks for the full depth and whose draft model takes 30 ms a draft: drafting loses."""
-    import core.drafters.controller as controller
-    import core.engine.decoder
     from core.drafters.draft_model import DraftModelDrafter
 
     clock = TickingClock()
-    monkeypatch.setattr(core.engine.decoder, "perf_counter", clock)
-    monkeypatch.setattr(controller, "perf_counter", clock)
+    clock.install(monkeypatch)
     monkeypatch.setattr(GoodputController, "_depth", lambda self, limit, plain_s: (limit, False))
     propose = DraftModelDrafter.propose
     monkeypatch.setattr(DraftModelDrafter, "propose", lambda self, ctx: clock.pause(0.03) or propose(self, ctx))

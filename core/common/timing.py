@@ -16,6 +16,15 @@ medians make it robust to one disturbed repeat; the median over prompts makes it
 odd prompt. With one prompt (Compare, a batch of the batch-size study) it is the ratio of the
 two medians. ``prompt_speedups`` gives the per-prompt ratios it is the median of (the bench
 also reports their minimum and their median per language).
+
+**A disturbed timing** (``disturbed``): a time the CPU did not give the lab in full -- other
+processes on the cores (a class on one server), a stall, a pause inside the step -- is labelled,
+never taken at face value. Two signs, either enough: the process got less than
+``DISTURBED_CPU_SHARE`` CPU-seconds per second of the stretch (it was waiting for a core: torch's
+threads keep a busy step near or above one), or the stretch took more than ``DISTURBED_SLOWDOWN``
+times what was expected of it (another run in the same process shares the cores and its CPU
+counts as ours, so the first sign misses it). What the goodput controller learns from a step, and
+the plain reference the page compares with, come from undisturbed timings only.
 """
 from __future__ import annotations
 
@@ -23,6 +32,9 @@ import statistics
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+DISTURBED_CPU_SHARE = 0.8  # CPU-seconds per wall second below which a stretch was waiting for a core
+DISTURBED_SLOWDOWN = 1.75  # a stretch this many times slower than expected was disturbed
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -86,3 +98,17 @@ def speedup(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[fl
     """The lab's speedup: the median over prompts of (median baseline seconds / median candidate
     seconds) on that prompt; ``[prompt][repeat]`` seconds each, timed in the same interleaved run."""
     return statistics.median(prompt_speedups(baseline, candidate))
+
+
+def disturbed(wall_s: float, cpu_s: float | None = None, expected_s: float | None = None) -> str:
+    """Why a timing of ``wall_s`` seconds cannot be taken at face value, or "" when it can: "cpu"
+    when the process got less than ``DISTURBED_CPU_SHARE`` of a core over it (``cpu_s``: its CPU
+    seconds over the same stretch), "slow" when it took more than ``DISTURBED_SLOWDOWN`` times
+    ``expected_s``. Unknown readings (None) are not evidence either way."""
+    if wall_s <= 0:
+        return ""
+    if cpu_s is not None and cpu_s < DISTURBED_CPU_SHARE * wall_s:
+        return "cpu"
+    if expected_s is not None and expected_s > 0 and wall_s > DISTURBED_SLOWDOWN * expected_s:
+        return "slow"
+    return ""

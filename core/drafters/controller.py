@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
-from time import perf_counter
+from time import perf_counter, process_time
 
+from core.common.timing import disturbed
 from core.cost.curve import CostCurve
 from core.drafters.base import Drafter, ProposeContext, Wrapper
 from core.records.steps import DecisionRecord
@@ -245,6 +246,8 @@ class GoodputController(Wrapper):
                                                      + self._verify_s(depth + 1) - self._verify_s(1), expected)
             self.probe_gap = self._affordable_gap(self.first_probe_loss)
         self.step_start: float | None = None
+        self.cpu_start: float | None = None  # the engine's CPU clock then (``ProposeContext.cpu_clock``)
+        self.disturbed_steps = 0  # steps whose timing was disturbed (``core.common.timing.disturbed``): not learned from
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
         self.proposed: DraftTree | None = None
@@ -252,7 +255,7 @@ class GoodputController(Wrapper):
         self.last_decision: DecisionRecord | None = None
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
-        self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock)
+        self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock, ctx.cpu_clock)
         self.proposed, self.kept = None, []
         plain_s = self._plain_s()
         limit = min(ctx.max_depth, self.shape.depth)
@@ -264,12 +267,15 @@ class GoodputController(Wrapper):
         free = self.inner.free_levels and depth < limit and not held  # the free part may go deeper than asked
         tree = DraftTree()
         if depth or free:
-            start = perf_counter()
+            start, cpu_start = perf_counter(), process_time()
             tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
             self.forwards = self.inner.forwards
-            draft_s = perf_counter() - start
+            draft_s, draft_cpu_s = perf_counter() - start, process_time() - cpu_start
         if depth:
-            self.draft_cost.observe(len(ctx.tokens) - self.drafted_upto, depth, draft_s)
+            catch_up = len(ctx.tokens) - self.drafted_upto
+            expected_s = self.draft_cost.seconds(catch_up, depth) if self.draft_cost.known else None
+            if not self.draft_cost.known or not disturbed(draft_s, draft_cpu_s, expected_s):
+                self.draft_cost.observe(catch_up, depth, draft_s)  # a disturbed draft teaches nothing (but the first)
             self.drafted_upto = len(ctx.tokens)
         else:
             self.plain_steps += 1
@@ -286,14 +292,14 @@ class GoodputController(Wrapper):
         self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
                                             round(plain_s, 6), depth=depth, probe=probe)
         self.renumbering = {node: i for i, node in enumerate(self.kept)}  # the nodes it drops count as pruned
-        self._verify_start = perf_counter()
+        self._verify_start, self._verify_cpu_start = perf_counter(), process_time()
         return subtree(tree, self.kept)
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         if self.proposed is None:
             return
-        verify_s = perf_counter() - self._verify_start
-        self._learn(tree, accepted, verify_s)
+        verify_s, verify_cpu_s = perf_counter() - self._verify_start, process_time() - self._verify_cpu_start
+        self._learn(tree, accepted, verify_s, verify_cpu_s)
         self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
 
     def stop(self) -> None:
@@ -330,15 +336,29 @@ class GoodputController(Wrapper):
         plain step, the drafting, the larger verify."""
         return plain_s + draft_s + self._verify_s(nodes + 1) - self._verify_s(1)
 
-    def _time_last_step(self, now: float) -> None:
+    def _time_last_step(self, now: float, cpu_now: float | None = None) -> None:
         """The engine's time from the last propose to this one (``now``: ``ProposeContext.clock``, which
         stops while the run waits between steps -- a user's pause between Step clicks is not a step)
         is the whole last step (draft, verify, acceptance, bookkeeping): a plain step's is kept
         (``_plain_s``), a drafting step's counts towards ``lost_s`` and corrects the model
         (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
-        Without an engine clock (a drafter driven by hand) the wall clock stands in."""
+        Without an engine clock (a drafter driven by hand) the wall clock stands in.
+
+        A disturbed step (``core.common.timing.disturbed``: it got less than a core, ``cpu_now`` being
+        the engine's CPU clock, or took far longer than the model said) teaches nothing: the plain
+        reference, the guard's account and the model's corrections are made of undisturbed steps, so
+        a burst of load neither makes plain decoding look dear (and every draft a win) nor drafting
+        look dear (and shut it off): the decisions stay what they were on undisturbed steps."""
+        last_cpu, self.cpu_start = self.cpu_start, cpu_now
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
+            cpu = None if cpu_now is None or last_cpu is None else cpu_now - last_cpu
+            expected = self._plain_s() if self.proposed is None else (self.step_estimate or 0.0) * self.overrun
+            if disturbed(wall, cpu, expected or None):
+                self.disturbed_steps += 1
+                self.step_start = now
+                self.steps += 1
+                return
             self.run_s += wall
             if self.proposed is not None:
                 self.drafting_s += wall
@@ -471,13 +491,20 @@ class GoodputController(Wrapper):
             parent = tree.parents[node]
             path[node] = chance[node] * (1.0 if parent < 0 else path[parent])
             total += path[node]
-            rate = total / self._verify_s(i + 1)
+            rate = total / self._verify_step_s(i + 1, plain_s)
             if rate > best_rate or (at_least_one and not best):
                 best, best_rate, expected = i, rate, total
         return sorted(order[:best]), expected, best_rate * plain_s
 
-    def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float) -> None:
-        """Calibrate a(q) on the reached nodes and the acceptance by depth; rescale the cost curve."""
+    def _verify_step_s(self, n: int, plain_s: float) -> float:
+        """Seconds of a step that verifies ``n`` tokens once its draft is made: a plain step and the
+        larger verify's extra, in the plain step's own measure -- so the gain over a plain step,
+        tokens x plain_s / this, never exceeds the tokens (v(n) never falls: ``core.cost.curve``)."""
+        return plain_s + self._verify_s(n) - self._verify_s(1)
+
+    def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float, verify_cpu_s: float | None = None) -> None:
+        """Calibrate a(q) on the reached nodes and the acceptance by depth (counts: always); rescale
+        the cost curve by an undisturbed verify's seconds (a time: only when the CPU gave it in full)."""
         kept, depths = set(accepted), tree.depths
         self.step_tokens = len(accepted) + 1
         for node, parent in enumerate(tree.parents):
@@ -489,5 +516,6 @@ class GoodputController(Wrapper):
             asked = self.last_decision.depth  # the levels asked for (a free part may reach deeper)
             if asked:
                 self.calibration.observe_path(min(max(depths), asked), min(len(accepted), asked))
-            if self.steps > 1:
+            expected_s = self._verify_s(len(tree) + 1)
+            if self.steps > 1 and not disturbed(verify_s, verify_cpu_s, expected_s):
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

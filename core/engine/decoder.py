@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from time import perf_counter
+from time import perf_counter, process_time
 from typing import Iterator
 
 import torch
@@ -52,10 +52,12 @@ class _RunState:
 
     tokens: list[int]  # prompt + output so far
     resumed: float | None  # perf_counter() when the engine last took over; None while it waits
+    cpu_resumed: float | None = None  # process_time() then
     new_tokens: list[int] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
     busy_s: float = 0.0  # the engine's own time so far, not counting waits between steps
+    busy_cpu_s: float = 0.0  # the process's CPU seconds over that time (``core.common.timing.disturbed``)
 
     def extend(self, emitted: list[int]) -> None:
         self.tokens += emitted
@@ -65,15 +67,20 @@ class _RunState:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
         if self.resumed is not None:
             self.busy_s += perf_counter() - self.resumed
-            self.resumed = None
+            self.busy_cpu_s += process_time() - self.cpu_resumed
+            self.resumed = self.cpu_resumed = None
 
     def resume(self) -> None:
         if self.resumed is None:
-            self.resumed = perf_counter()
+            self.resumed, self.cpu_resumed = perf_counter(), process_time()
 
     def clock(self) -> float:
         """The engine's own seconds on this run so far (``busy_s`` and the time since it took over)."""
         return self.busy_s + (0.0 if self.resumed is None else perf_counter() - self.resumed)
+
+    def cpu_clock(self) -> float:
+        """The process's CPU seconds over the engine's own time so far (``clock``'s twin)."""
+        return self.busy_cpu_s + (0.0 if self.cpu_resumed is None else process_time() - self.cpu_resumed)
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ class SpeculativeDecoder:
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
         ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator,
-                             clock=self.state.clock())
+                             clock=self.state.clock(), cpu_clock=self.state.cpu_clock())
         return self.drafter.propose(ctx)
 
     def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
@@ -187,10 +194,12 @@ class SpeculativeDecoder:
         with Ending(self.end):
             self.prefill(prompt_ids)
             while not self.finished:
+                cpu_start = process_time()
                 proposal = self.propose_step()
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
-                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0)
+                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0,
+                                          cpu_s=process_time() - cpu_start)
                 self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.state.resume()
@@ -209,7 +218,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter, inspect=s.inspect) if s.record else None
-        self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
+        self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter(), cpu_resumed=process_time())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -224,8 +233,9 @@ class SpeculativeDecoder:
         return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
 
     def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
-                    verify_s: float) -> StepRecord | None:
-        """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord."""
+                    verify_s: float, cpu_s: float | None = None) -> StepRecord | None:
+        """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord.
+        ``cpu_s``: the process's CPU seconds over the draft and the verify (None: not measured)."""
         run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
         commit = self.commit(proposal.root, tree, acceptance, hidden)
@@ -238,7 +248,8 @@ class SpeculativeDecoder:
             return None
         return self.recorder.step(StepOutcome(
             run.totals.steps - 1, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
-            proposal.blocks_before, proposal.draft_s, verify_s, len(run.new_tokens), run.totals.steps, self.finished))
+            proposal.blocks_before, proposal.draft_s, verify_s, len(run.new_tokens), run.totals.steps, self.finished,
+            cpu_s))
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""

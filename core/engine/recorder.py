@@ -6,16 +6,17 @@ target's probability of every node, the KV cache's slot states and the drafter's
 (EAGLE-2's expansion, the goodput controller's decision). With recording off the decoder holds no
 recorder and none of this is computed.
 
-This module sits one layer above the rest of ``core.records`` (tests/import_graph.py): it reads the
-runtime's tree, acceptance and KV objects and the drafter, which themselves report with
-``core.records.steps``.
+It sits in the engine's folder, not beside the record types it fills (``core.records.steps``): it
+reads the runtime's tree, acceptance and KV objects and the drafter, which themselves report with
+those types. A step whose timing the CPU disturbed is labelled (``StepRecord.disturbed``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from core.common.timing import disturbed
 from core.drafters.base import Drafter
-from core.records.steps import KVStepRecord, NodeRecord, StepRecord, TokenRecord
+from core.records.steps import DecisionRecord, KVStepRecord, NodeRecord, StepRecord, TokenRecord
 from core.runtime.acceptance import Acceptance, TargetView, node_status
 from core.runtime.inspect import inspect_step
 from core.runtime.kv_cache import CommitStats, RequestKV
@@ -69,6 +70,7 @@ class StepOutcome:
     new_tokens_total: int
     target_forwards_total: int
     finished: bool
+    cpu_s: float | None = None  # the process's CPU seconds over draft and verify (None: not measured)
 
 
 @dataclass
@@ -102,8 +104,10 @@ class StepRecorder:
             verify_s=round(o.verify_s, 6),
             finished=o.finished,
             expansion=self._expansion(),
-            decision=self._decision(o),
+            decision=(decision := self._decision(o)),
             inspect=inspect_step(tree, o.target, acceptance, text.piece) if self.inspect else None,
+            cpu_s=None if o.cpu_s is None else round(o.cpu_s, 6),
+            disturbed=disturbed(o.draft_s + o.verify_s, o.cpu_s, expected_seconds(decision)),
         )
         self.records.append(record)
         return record
@@ -152,3 +156,11 @@ class StepRecorder:
         seconds = o.draft_s + o.verify_s
         return replace(decision, realised_gain=round(len(o.emitted) * decision.plain_step_s / seconds, 4)
                        if seconds > 0 else None)
+
+
+def expected_seconds(decision: DecisionRecord | None) -> float | None:
+    """What the controller expected the step to take: its tokens at the plain step's seconds over the
+    expected gain (a plain step: the plain step's seconds); None without a decision."""
+    if decision is None or decision.expected_gain <= 0:
+        return None
+    return decision.expected_tokens * decision.plain_step_s / decision.expected_gain

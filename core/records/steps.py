@@ -98,6 +98,9 @@ class StepRecord:
     expansion: ExpansionRecord | None = None  # EAGLE-2's tree before pruning; None for drafters that do not prune
     decision: DecisionRecord | None = None  # the goodput controller's, with --k auto / --tree auto
     inspect: InspectRecord | None = None  # the laws behind the acceptance (DecodeSettings.inspect)
+    cpu_s: float | None = None  # the process's CPU seconds over draft and verify (None: not measured)
+    disturbed: str = ""  # "" | "cpu" | "slow": why draft_s and verify_s are not this machine's undisturbed
+    # times (``core.common.timing.disturbed``); counts are facts either way
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
