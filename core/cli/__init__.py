@@ -1,4 +1,4 @@
-"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm ...`` (README.md).
+"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm|results ...`` (README.md).
 Each command's flags and its run live in its own module; this one wires them and turns a user's
 mistake into one ``error:`` line and exit status 2; a file or
 format error, or Ctrl-C, into one ``error:`` line and exit status 1 (130 for Ctrl-C)."""
@@ -14,6 +14,7 @@ from core.cli.generate import add_generate_arguments, run_generate
 from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
 from core.common.errors import UserError, one_line
 from core.serving import serve_metrics
+from core.studies import results
 from core.train import draft_sizes, eagle, medusa, tiny
 from core.vllm import cli as vllm_cli
 
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     vllm_cli.add_arguments(sub.add_parser("vllm", help="vLLM as oracle and peer: setup (its own venv), status, "
                                                        "compare (text and counters against the lab), "
                                                        "serve (vllm serve on loopback)"))
-    commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run}
+    results.add_arguments(sub.add_parser("results", help="render docs/results.md from the shipped "
+                                                         "docs/benchmarks/*/bench.json files (to stdout)"))
+    commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run, "results": results.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)
