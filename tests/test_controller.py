@@ -309,16 +309,22 @@ class TickingClock:
 
     def __init__(self):
         self.now = 0.0
+        self.waited = 0.0  # seconds of ``stall``: wall time the process spent without a core
 
     def __call__(self) -> float:
         self.now += 1e-3
         return self.now
 
     def cpu(self) -> float:
-        return self.now
+        return self.now - self.waited
 
     def pause(self, seconds: float) -> None:
         self.now += seconds
+
+    def stall(self, seconds: float) -> None:
+        """The process waits ``seconds`` for a core (other processes' load, a stall): wall time, no CPU."""
+        self.now += seconds
+        self.waited += seconds
 
     def install(self, monkeypatch) -> None:
         """Time the engine and the controller by this clock, wall and CPU alike."""
@@ -458,3 +464,72 @@ def test_a_plain_step_is_timed_while_drafting_gains_little_and_not_while_it_gain
     assert c._check_due(0.05)
     c.plain_walls = [0.07, 0.05, 0.5, 0.05, 0.06]  # the run's own, a stall among them
     assert c._plain_s() == 0.06
+
+
+def loaded_run(monkeypatch, load) -> tuple[list, GoodputController]:
+    """A ``draft --k auto`` run on tiny under a ``TickingClock``, where ``load(clock, step, plain)``
+    disturbs the verify of step ``step`` (``plain``: nothing was drafted) before it runs."""
+    import core.drafters.controller
+    import core.engine.decoder
+
+    clock = TickingClock()
+    clock.install(monkeypatch)
+    monkeypatch.setattr(core.drafters.controller, "_MEMORY", {})
+    verify = core.engine.decoder.SpeculativeDecoder.verify
+    steps = []
+
+    def disturbed_verify(self, root, tree):
+        load(clock, len(steps), not len(tree))
+        steps.append(len(tree))
+        return verify(self, root, tree)
+
+    monkeypatch.setattr(core.engine.decoder.SpeculativeDecoder, "verify", disturbed_verify)
+    decoder, ids = build_decoder(DecodeRequest.of(AUSTEN, "tiny", "draft", k="auto", max_new_tokens=40),
+                                 cost=TICKING_CURVE)
+    records = list(decoder.steps(ids))
+    assert decoder.result.tokens == target_greedy(decoder.target, ids, 40)  # counts are untouched by time
+    return records, decoder.drafter
+
+
+def test_a_burst_a_spike_and_a_stall_are_labelled_and_teach_the_controller_nothing(monkeypatch):
+    """Injected load: a burst of plain steps 14x slower (waiting for a core), one spike of 2 s, and
+    a step slowed within the process (its CPU counted: another session on the same cores). Each such
+    step is labelled disturbed in its record, the plain reference the page and the controller read
+    stays what undisturbed steps measured, and no expected gain exceeds the expected tokens."""
+    quiet, quiet_controller = loaded_run(monkeypatch, lambda clock, step, plain: None)
+    reference = quiet_controller._plain_s()
+    plain_steps = [i for i, r in enumerate(quiet) if not r.nodes]
+    burst = set(plain_steps[1:5])
+    spike = max(burst) + 2
+
+    def load(clock, step, plain):
+        if step in burst:
+            clock.stall(13 * reference)
+        elif step == spike:
+            clock.stall(2.0)
+
+    loaded, controller = loaded_run(monkeypatch, load)
+    labels = {i: r.disturbed for i, r in enumerate(loaded)}
+    assert len(burst) == 4 and len(loaded) > spike
+    assert all(labels[i] == "cpu" for i in burst | {spike}), labels
+    assert sum(1 for label in labels.values() if label) == len(burst | {spike})  # the rest are clean
+    assert controller._plain_s() == pytest.approx(reference)  # the burst did not make plain decoding dear
+    assert [r.decision.depth for r in loaded][:min(burst)] == [r.decision.depth for r in quiet][:min(burst)]
+    for record in quiet + loaded:
+        assert record.decision.expected_gain <= record.decision.expected_tokens + 1e-9
+
+    def in_process(clock, step, plain):  # wall and CPU alike: the other session's work counts as ours
+        if step == spike:
+            clock.pause(2.0)
+
+    shared, _ = loaded_run(monkeypatch, in_process)
+    assert shared[spike].disturbed == "slow" and sum(1 for r in shared if r.disturbed) == 1
+
+
+def test_the_disturbance_rule():
+    from core.common.timing import disturbed
+
+    assert disturbed(0.010, 0.019) == "" and disturbed(0.010, 0.0095) == ""  # two threads busy; one
+    assert disturbed(0.040, 0.010) == "cpu"  # a quarter of a core: waiting for one
+    assert disturbed(0.040, 0.045, expected_s=0.010) == "slow"  # all its CPU, 4x the time: cores shared in-process
+    assert disturbed(0.015, None, expected_s=0.010) == "" and disturbed(0.0, 0.0) == ""
