@@ -60,15 +60,15 @@ TEXT: dict[str, tuple[str, str]] = {
     "mon.verdict_idle": ("最近 {s:.0f} 秒没有草稿：推测解码闲着 · 运行 {r:.0f}，排队 {w:.0f}",
                          "No drafts in the last {s:.0f} s: speculation idle · running {r:.0f}, waiting {w:.0f}"),
     "mon.verdict_pays": ("最近 {s:.0f} 秒推测解码划算：τ {tau:.2f} > 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
-                         " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}",
+                         " · 草稿 {dr:.1f} token/秒，接受 {acc:.1f} token/秒 · 运行 {r:.0f}，排队 {w:.0f}",
                          "Speculation pays in the last {s:.0f} s: τ {tau:.2f} > break-even {be:.2f} (draft cost "
-                         "{cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running {r:.0f}, "
+                         "{cost:.2f}, {how}) · drafted {dr:.1f} tokens/s, accepted {acc:.1f} tokens/s · running {r:.0f}, "
                          "waiting {w:.0f}"),
     "mon.verdict_not": ("最近 {s:.0f} 秒推测解码不划算：τ {tau:.2f} ≤ 盈亏点 {be:.2f}（草稿成本 {cost:.2f}，{how}）"
-                        " · 每秒接受 {acc:.0f} / 草稿 {dr:.0f} 个 token · 运行 {r:.0f}，排队 {w:.0f}：少草稿几个 token，"
+                        " · 草稿 {dr:.1f} token/秒，接受 {acc:.1f} token/秒 · 运行 {r:.0f}，排队 {w:.0f}：少草稿几个 token，"
                         "或在这种负载下关掉推测",
                         "Speculation does not pay in the last {s:.0f} s: τ {tau:.2f} ≤ break-even {be:.2f} (draft "
-                        "cost {cost:.2f}, {how}) · accepted {acc:.0f} of {dr:.0f} drafted tokens/s · running "
+                        "cost {cost:.2f}, {how}) · drafted {dr:.1f} tokens/s, accepted {acc:.1f} tokens/s · running "
                         "{r:.0f}, waiting {w:.0f}: draft fewer tokens, or turn speculation off under this load"),
     "mon.measured": ("sdlab_ 实测", "measured from sdlab_ timings"),
     "mon.estimated": ("你的估计", "your estimate"),

@@ -43,6 +43,8 @@ METRICS: dict[str, tuple] = {
     "generation_tokens": (Counter, "vllm:generation_tokens", "Number of generation tokens processed."),
     "running": (Gauge, "vllm:num_requests_running", "Number of requests in model execution batches."),
     "waiting": (Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    "paused": (Gauge, "sdlab_requests_paused", "Runs stepped by hand between two steps (not decoding, "
+               "not counted as running)."),
     "verify_seconds": (Histogram, "sdlab_verify_seconds", "Seconds of each target verify forward."),
     "draft_seconds": (Counter, "sdlab_draft_seconds", "Seconds spent drafting, over the steps that drafted."),
     "drafting_verify_seconds": (Counter, "sdlab_drafting_verify_seconds",
@@ -108,9 +110,11 @@ class LabMetrics:
         finally:
             meter.close()
 
-    def meter(self, model_name: str) -> "RunMeter":
-        """Like ``request`` for a run whose end is not a block (call ``close`` once it is done)."""
-        return RunMeter(self, model_name, next(self._ids))
+    def meter(self, model_name: str, stepped: bool = False) -> "RunMeter":
+        """Like ``request`` for a run whose end is not a block (call ``close`` once it is done).
+        ``stepped``: a run driven a step at a time (the page's Step): it counts as running only inside
+        ``RunMeter.stepping``, and as paused between steps."""
+        return RunMeter(self, model_name, next(self._ids), stepped)
 
     @contextlib.contextmanager
     def queue(self, model_name: str, n: int) -> Iterator["Queue"]:
@@ -127,12 +131,32 @@ class LabMetrics:
 
 
 class RunMeter:
-    """Feeds one run's StepRecords into ``LabMetrics``; the run counts as running until ``close``."""
+    """Feeds one run's StepRecords into ``LabMetrics``. The run counts as running until ``close`` --
+    or, stepped by hand, only while a step is computed (``stepping``) and as paused in between: a
+    classroom run waiting for its next click is not decoding."""
 
-    def __init__(self, lab: LabMetrics, model_name: str, run_id: int):
+    def __init__(self, lab: LabMetrics, model_name: str, run_id: int, stepped: bool = False):
         self.lab, self.model_name, self.run_id = lab, model_name, run_id
         self._open = True
-        lab.running.labels(model_name, ENGINE).inc()
+        self._gauge = (lab.paused if stepped else lab.running).labels(model_name, ENGINE)
+        self._gauge.inc()
+
+    @contextlib.contextmanager
+    def stepping(self) -> Iterator[None]:
+        """A stepped run computes a step: running, not paused, until the block ends."""
+        paused = self._gauge is self.lab.paused.labels(self.model_name, ENGINE)
+        if paused and self._open:
+            self._move(self.lab.running)
+        try:
+            yield
+        finally:
+            if paused and self._open:
+                self._move(self.lab.paused)
+
+    def _move(self, metric) -> None:
+        self._gauge.dec()
+        self._gauge = metric.labels(self.model_name, ENGINE)
+        self._gauge.inc()
 
     def observe(self, record: StepRecord | None) -> None:
         if record is not None and self._open:
@@ -142,7 +166,7 @@ class RunMeter:
         """Idempotent: the run leaves the running gauge and its KV blocks leave the in-use gauge."""
         if self._open:
             self._open = False
-            self.lab.running.labels(self.model_name, ENGINE).dec()
+            self._gauge.dec()
             self.lab._set_blocks(self.model_name, self.run_id, None)
 
 
