@@ -16,12 +16,18 @@ more than noise. So is a verify cost v below ``BELOW_ONE`` (a forward over more 
 token: the baseline's forwards were slowed). A set-up whose repeats spread (max - min over median)
 by more than ``NOISY_SPREAD`` is flagged as noisy.
 Times are the engine's own (``RunResult.wall_s``); model loading is outside them.
+
+**How long is left** (``estimate_left``): every run still to go at its set-up's seconds per token as
+measured (its timed runs' median, else its warm-up, else the baseline's, else one forward per
+token), times the machine's ``slowdown`` now against when that set-up was first measured -- read
+from the run under way as it decodes and from the latest finished run -- so a machine that turned
+busy mid-way makes the estimate grow at once, not only after a run ends.
 """
 from __future__ import annotations
 
 import statistics
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import monotonic
 from typing import Callable, ContextManager, Iterator
 
@@ -47,6 +53,7 @@ class TimedSetup:
 
     request: DecodeRequest
     results: list[RunResult] = field(default_factory=list)
+    warmup: RunResult | None = None  # the untimed short run (first-call costs included)
 
     @property
     def label(self) -> str:
@@ -64,6 +71,24 @@ class TimedSetup:
     @property
     def tau(self) -> float:
         return tally(self.records).tau
+
+    @property
+    def seconds_per_token(self) -> float | None:
+        """The timed runs' median seconds per token, else the warm-up's; None before either."""
+        runs = self.results or ([self.warmup] if self.warmup is not None else [])
+        rates = [r.wall_s / len(r.tokens) for r in runs if r.tokens]
+        return statistics.median(rates) if rates else None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens a timed run of this set-up makes: as its runs did (an EOS cuts), else its budget."""
+        return round(statistics.median(len(r.tokens) for r in self.results)) if self.results \
+            else self.request.max_new_tokens
+
+    def slowdown(self) -> float | None:
+        """Its latest timed run's seconds per token over its first's (None before two runs)."""
+        rates = [r.wall_s / len(r.tokens) for r in self.results if r.tokens]
+        return rates[-1] / rates[0] if len(rates) > 1 and rates[0] > 0 else None
 
 
 @dataclass(frozen=True)
@@ -151,6 +176,86 @@ class Progress:
     setup: TimedSetup | None
     comparison: Comparison
     tick: bool = False  # yielded while ``setup`` decodes (not before it starts)
+    run: RunProgress | None = None  # with a tick: how far the run under way has come
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """The run under way: the engine's seconds on it so far and the tokens it has made."""
+
+    seconds: float
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What is left of a comparison, and how much slower the machine runs now than when each set-up
+    was first measured (1.0: as then; above ``BUSIER``: say so)."""
+
+    left_s: float
+    slowdown: float
+
+    @property
+    def busier(self) -> bool:
+        return self.slowdown > BUSIER
+
+
+BUSIER = 1.3
+
+
+def estimate_left(requests: list[DecodeRequest], repeats: int, comparison: Comparison | None = None,
+                  forward_s: float | None = None, progress: Progress | None = None) -> Estimate | None:
+    """Seconds still to go (module docstring, "How long is left"); ``forward_s`` (a one-token forward
+    measured earlier) stands in before anything of this comparison is measured, ``progress`` (the
+    latest ``Progress``, a tick with its ``run``) tells how far the run under way has come. None with
+    nothing measured yet."""
+    c = comparison
+    setups = {s.request: s for s in c.setups} if c is not None else {}
+    baseline_rate = c.baseline.seconds_per_token if c is not None and c.setups else None
+    if c is not None and c.curve is not None and not forward_s:
+        forward_s = c.curve.forward_s
+    fallback = baseline_rate or forward_s
+    if not fallback:
+        return None
+
+    def rate(request: DecodeRequest) -> float:
+        setup = setups.get(request)
+        return (setup.seconds_per_token if setup is not None else None) or fallback
+
+    current = progress.setup if progress is not None and progress.phase == "timed" else None
+    slowdown = _slowdown(c, current, progress.run if progress is not None else None, rate)
+    warmed = len(c.setups) + len(c.skipped) if c is not None else 0
+    left = sum(min(WARMUP_TOKENS, r.max_new_tokens) * fallback for r in requests[warmed:])
+    if warmed >= len(requests):  # the warm-up is over: a request without a set-up was skipped in it
+        requests = [r for r in requests if r in setups]
+    for request in requests:
+        setup = setups.get(request)
+        runs = max(0, repeats - (len(setup.results) if setup is not None else 0))
+        tokens = setup.tokens if setup is not None else request.max_new_tokens
+        if setup is not None and setup is current and runs:
+            runs -= 1  # the run under way: what it has still to make
+            done = progress.run.tokens if progress.run is not None else 0
+            left += max(0, tokens - done) * rate(request) * slowdown
+        left += runs * tokens * rate(request) * slowdown
+    return Estimate(left, slowdown)
+
+
+def _slowdown(c: Comparison | None, current: TimedSetup | None, run: RunProgress | None, rate) -> float:
+    """The machine's speed now against when the set-ups were first measured: the run under way's
+    seconds per token so far over its set-up's (once it has made a few tokens), else the latest
+    finished run's over its set-up's first."""
+    if current is not None and run is not None and run.tokens >= MIN_TOKENS_TO_JUDGE and run.seconds > 0:
+        return (run.seconds / run.tokens) / rate(current.request)
+    if c is not None:
+        latest = max(c.setups, key=lambda s: (len(s.results), -c.setups.index(s)), default=None)
+        latest = next((s for s in reversed(c.setups) if latest is not None and len(s.results) == len(latest.results)),
+                      None)
+        if latest is not None and latest.slowdown() is not None:
+            return latest.slowdown()
+    return 1.0
+
+
+MIN_TOKENS_TO_JUDGE = 4  # a run under way tells the machine's speed once it has made this many tokens
 
 
 def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
@@ -180,6 +285,7 @@ def run_comparison(requests: list[DecodeRequest], repeats: int = 3,
         if warm.result.stop_reason == "cancelled":
             comparison.stopped = warm.result
             return
+        setup.warmup = warm.result
         comparison.setups.append(setup)
         if comparison.curve is None:
             yield Progress("cost", 0, None, comparison)
@@ -214,7 +320,7 @@ def _decode(request: DecodeRequest, should_stop: Callable[[], bool],
                 break
             if tick is not None and monotonic() - last >= TICK_S:
                 last = monotonic()
-                yield tick
+                yield replace(tick, run=RunProgress(decoder.state.clock(), len(decoder.state.new_tokens)))
     finally:
         steps.close()
     return decoder
