@@ -36,13 +36,13 @@ class DecodeSettings:
     inspect: bool = False  # record the laws behind each step's acceptance (core.records.detail), for the page
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Proposal:
     """A drafted tree waiting for the target's verify."""
 
     root: int  # the last committed token, the tree's root
     tree: DraftTree
-    draft_s: float
+    draft_s: float  # seconds the drafter took to propose ``tree``
     blocks_before: int  # blocks in the request's table before the verify
 
 
@@ -76,7 +76,7 @@ class _RunState:
         return self.busy_s + (0.0 if self.resumed is None else perf_counter() - self.resumed)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Emitted:
     """The tokens a step adds to the output: accepted nodes then the correction/bonus, cut at EOS
     and at the token budget."""
@@ -221,14 +221,15 @@ class SpeculativeDecoder:
         run = self.state
         t0 = perf_counter()
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
-        return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
+        return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - t0,
+                        blocks_before=len(self.kv.block_table))
 
     def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
         """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord."""
         run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
-        commit = self.commit(proposal.root, tree, acceptance, hidden)
+        commit_stats = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
                             emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
@@ -237,8 +238,11 @@ class SpeculativeDecoder:
         if self.recorder is None:
             return None
         return self.recorder.step(StepOutcome(
-            run.totals.steps - 1, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
-            proposal.blocks_before, proposal.draft_s, verify_s, len(run.new_tokens), run.totals.steps, self.finished))
+            step_index=run.totals.steps - 1, root=proposal.root, tree=tree, target=target, acceptance=acceptance,
+            emitted_tokens=emitted.tokens, emitted_kinds=emitted.kinds, commit_stats=commit_stats,
+            blocks_before=proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s,
+            new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
+            run_finished=self.finished))
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""
@@ -247,7 +251,7 @@ class SpeculativeDecoder:
         kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
         eos = self.target.eos_ids
         cut = min(remaining, next((i + 1 for i, t in enumerate(tokens) if t in eos), len(tokens)))
-        return _Emitted(tokens[:cut], kinds[:cut])
+        return _Emitted(tokens=tokens[:cut], kinds=kinds[:cut])
 
     def stop_reason(self, emitted: list[int]) -> str:
         """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""

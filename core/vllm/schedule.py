@@ -31,7 +31,8 @@ from core.runtime.tree import DraftTree
 
 def first_token(decoder: SpeculativeDecoder) -> Proposal:
     """vLLM's prefill step: the prompt's last token verified alone, its next token taken from the target."""
-    return Proposal(decoder.state.tokens[-1], DraftTree(), 0.0, len(decoder.kv.block_table))
+    return Proposal(root=decoder.state.tokens[-1], tree=DraftTree(), draft_s=0.0,
+                    blocks_before=len(decoder.kv.block_table))
 
 
 def full_draft(decoder: SpeculativeDecoder) -> Proposal:
@@ -41,7 +42,8 @@ def full_draft(decoder: SpeculativeDecoder) -> Proposal:
     ctx = ProposeContext(run.tokens, max_depth=decoder.drafter.max_nodes, temperature=decoder.settings.temperature,
                          generator=decoder.generator)
     tree = decoder.drafter.propose(ctx)
-    return Proposal(run.tokens[-1], tree, perf_counter() - start, len(decoder.kv.block_table))
+    return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - start,
+                    blocks_before=len(decoder.kv.block_table))
 
 
 def vllm_steps(decoder: SpeculativeDecoder, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
