@@ -261,7 +261,7 @@ class GoodputController(Wrapper):
         # a step held plain, whatever the model says: by the guard ("off"), or to time one ("check")
         held = "off" if self._guarded(plain_s) else "check" if self._check_due(plain_s) else ""
         depth, probe = (0, False) if held else self._depth(limit, plain_s)
-        free = self.inner.free_levels and depth < limit and not held  # the free part may go deeper than asked
+        free = self.inner.capabilities.free_levels and depth < limit and not held  # the free part may go deeper than asked
         tree = DraftTree()
         if depth or free:
             start = perf_counter()

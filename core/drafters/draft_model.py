@@ -17,7 +17,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext, pick_children
+from core.drafters.base import (Capabilities, Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext,
+                                pick_children)
 from core.drafters.vocab import Columns, draft_rows
 from core.common.errors import UserError
 from core.models.loading import check_same_tokenizer
@@ -54,7 +55,7 @@ class DraftModelDrafter(Drafter):
     name = "draft"
     Options = DraftOptions
     aliases = {"draft-xs": {"draft_size": "xs"}, "draft": {}, "draft-l": {"draft_size": "l"}}
-    uses_draft_model = True
+    capabilities = Capabilities(uses_draft_model=True)
 
     @classmethod
     def build(cls, options: DraftOptions, inputs: DrafterInputs) -> "DraftModelDrafter":

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from pydantic import Field
 
-from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
+from core.drafters.base import Capabilities, Drafter, DrafterInputs, DraftShape, ProposeContext
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.vocab import ContextColumns
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
@@ -134,8 +134,8 @@ class EagleDrafter(Drafter):
 
     name = "eagle"
     recipe = Recipe(fused_layers=False, output_norm=False, ttt_steps=1, feature_weight=1.0)
-    drafts_full_tree = False
-    auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
+    # EAGLE-2 prunes what it expands; it scores 84 candidates in a 4x6 tree, the controller keeps what pays
+    capabilities = Capabilities(drafts_full_tree=False, auto_tree=DraftShape(4, 6, auto=True))
 
     Options = EagleOptions
 
