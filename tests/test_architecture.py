@@ -1,6 +1,7 @@
 """The layers of core/ (docs/architecture.md) hold: imports point down, never in a circle."""
 from __future__ import annotations
 
+import attributes
 import import_graph
 
 
@@ -29,3 +30,25 @@ def test_a_layer_is_a_folder():
     assert import_graph.layer_of("core.nowhere.module") == -1  # a folder no layer names is flagged
     assert import_graph.upward({"core.nowhere.module": {"core.common.errors"}}) == [
         ("core.nowhere.module", "core.common.errors")]
+
+
+def test_every_instance_attribute_is_created_in_init():
+    assert attributes.late_attributes("core") == []
+
+
+def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "base.py").write_text(
+        "class Base:\n    shared = 1\n    def __init__(self):\n        self.made = 0\n")
+    (tmp_path / "pkg" / "run.py").write_text(
+        "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
+        "class Run(Base):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.kept = []\n"
+        "    def start(self):\n        self.kept, self.made, self.shared = [], 1, 2\n        self.late = 3\n"
+        "        self.count += 1\n\n"
+        "@dataclass\nclass Fields:\n    field: int = 0\n"
+        "    def __post_init__(self):\n        self.derived = 1\n"
+        "    def step(self):\n        self.field, self.derived = 2, 3\n        self.other = 4\n")
+    assert attributes.late_attributes(tmp_path / "pkg") == [
+        ("pkg.run", "Fields", "other", "step"), ("pkg.run", "Run", "count", "start"),
+        ("pkg.run", "Run", "late", "start")]

@@ -125,6 +125,8 @@ class SpeculativeDecoder:
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
         self.result: RunResult | None = None
         self.kv: RequestKV | None = None
+        self.generator: torch.Generator | None = None  # the run's sampling generator, seeded by ``begin``
+        self.prompt_ids: list[int] = []  # the run's prompt
         self.state: _RunState | None = None  # what the current run has produced so far
         self.recorder: StepRecorder | None = None  # builds the StepRecords (None with recording off)
 
