@@ -51,7 +51,7 @@ class _RunState:
     """What one run has produced so far."""
 
     tokens: list[int]  # prompt + output so far
-    resumed: float | None  # perf_counter() when the engine last took over; None while it waits
+    resumed_at: float | None  # perf_counter() when the engine last took over; None while it waits
     new_tokens: list[int] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
@@ -63,17 +63,17 @@ class _RunState:
 
     def suspend(self) -> None:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
-        if self.resumed is not None:
-            self.busy_s += perf_counter() - self.resumed
-            self.resumed = None
+        if self.resumed_at is not None:
+            self.busy_s += perf_counter() - self.resumed_at
+            self.resumed_at = None
 
     def resume(self) -> None:
-        if self.resumed is None:
-            self.resumed = perf_counter()
+        if self.resumed_at is None:
+            self.resumed_at = perf_counter()
 
     def clock(self) -> float:
         """The engine's own seconds on this run so far (``busy_s`` and the time since it took over)."""
-        return self.busy_s + (0.0 if self.resumed is None else perf_counter() - self.resumed)
+        return self.busy_s + (0.0 if self.resumed_at is None else perf_counter() - self.resumed_at)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +112,7 @@ class SpeculativeDecoder:
     block of the target and of the drafter. The run's ``wall_s`` is the engine's own time: the
     clock stops while ``steps()`` is suspended at a yield (a user stepping by hand, Play's delay).
 
-    ``steps()`` is ``begin`` -> ``prefill`` -> (``propose_step`` -> ``verify`` -> ``finish_step``)
+    ``steps()`` is ``begin`` -> ``prefill`` -> (``make_proposal`` -> ``verify`` -> ``complete_step``)
     until ``finished`` -> ``end``. A batch (``core.engine.batch``) drives the same calls for many
     decoders, replacing only the target forwards by one forward over all of them.
     """
@@ -163,9 +163,9 @@ class SpeculativeDecoder:
         last becomes the first root."""
         prefix = list(prompt_ids[:-1])
         if prefix:
-            self.prefilled(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
+            self.commit_prefill(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
 
-    def prefilled(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
+    def commit_prefill(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
         """The prefix's K/V were just written: keep them, and show the drafter the target's hidden states."""
         rows = list(range(len(prefix)))
         self.kv.commit(rows)
@@ -189,10 +189,10 @@ class SpeculativeDecoder:
         with Ending(self.end):
             self.prefill(prompt_ids)
             while not self.finished:
-                proposal = self.propose_step()
+                proposal = self.make_proposal()
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
-                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0)
+                record = self.complete_step(proposal, target, hidden, verify_s=perf_counter() - t0)
                 self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.state.resume()
@@ -211,7 +211,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter, inspect=s.inspect) if s.record else None
-        self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter())
+        self.state = _RunState(tokens=list(prompt_ids), resumed_at=perf_counter())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -219,14 +219,15 @@ class SpeculativeDecoder:
     def finished(self) -> bool:
         return bool(self.state.stop_reason)
 
-    def propose_step(self) -> Proposal:
+    def make_proposal(self) -> Proposal:
+        """This step's draft tree from the drafter, timed, with the root it hangs from."""
         run = self.state
         t0 = perf_counter()
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
         return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - t0,
                         blocks_before=len(self.kv.block_table))
 
-    def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
+    def complete_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                     verify_s: float) -> StepRecord | None:
         """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord."""
         run, tree = self.state, proposal.tree
@@ -236,7 +237,7 @@ class SpeculativeDecoder:
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
                             emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
         run.extend(emitted.tokens)
-        run.stop_reason = self.stop_reason(emitted.tokens)
+        run.stop_reason = self.stop_reason_after(emitted.tokens)
         if self.recorder is None:
             return None
         return self.recorder.step(StepOutcome(
@@ -255,7 +256,7 @@ class SpeculativeDecoder:
         cut = min(remaining, next((i + 1 for i, t in enumerate(tokens) if t in eos), len(tokens)))
         return _Emitted(tokens=tokens[:cut], kinds=kinds[:cut])
 
-    def stop_reason(self, emitted: list[int]) -> str:
+    def stop_reason_after(self, emitted: list[int]) -> str:
         """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""
         if emitted[-1] in self.target.eos_ids:
             return "eos"

@@ -12,8 +12,8 @@ still wanted. vLLM (v1) instead:
    output then drops.
 
 ``vllm_steps`` drives a ``SpeculativeDecoder``'s own verbs (``begin``, ``prefill``, ``verify``,
-``finish_step``, ``end``) in that order; only the proposals differ. The lab's tallies then count what
-vLLM counts: a step with no draft is no draft, and ``finish_step`` counts every accepted token before
+``complete_step``, ``end``) in that order; only the proposals differ. The lab's tallies then count what
+vLLM counts: a step with no draft is no draft, and ``complete_step`` counts every accepted token before
 cutting the output to the budget.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def vllm_steps(decoder: SpeculativeDecoder, prompt_ids: list[int]) -> Iterator[S
         while True:
             start = perf_counter()
             target, hidden = decoder.verify(proposal.root, proposal.tree)
-            record = decoder.finish_step(proposal, target, hidden, verify_s=perf_counter() - start)
+            record = decoder.complete_step(proposal, target, hidden, verify_s=perf_counter() - start)
             decoder.state.suspend()
             yield record
             decoder.state.resume()
