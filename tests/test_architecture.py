@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import attributes
+import house
 import import_graph
 
 
@@ -52,3 +53,30 @@ def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
     assert attributes.late_attributes(tmp_path / "pkg") == [
         ("pkg.run", "Fields", "other", "step"), ("pkg.run", "Run", "count", "start"),
         ("pkg.run", "Run", "late", "start")]
+
+
+def test_no_function_in_core_is_longer_than_a_screen():
+    assert house.long_functions("core", skip=("train",)) == []
+
+
+def test_the_counter_counts_a_function_from_def_to_last_line(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "@decorator\n"
+        "def four():\n"  # 1 + 3 lines; the decorator is not counted
+        "    a = 1\n"
+        "    b = 2\n"
+        "    return a + b\n"
+        "\n"
+        "class C:\n"
+        "    def outer(self):\n"  # 8 lines, its nested function's included
+        "        a = 1\n"
+        "        def inner():\n"  # 5 lines, counted on its own too
+        "            b = 2\n"
+        "            c = 3\n"
+        "            d = 4\n"
+        "            return b + c + d\n"
+        "        return inner\n")
+    assert house.long_functions(tmp_path / "pkg", limit=4) == [
+        ("pkg/m.py", "C.outer", 8), ("pkg/m.py", "C.outer.inner", 5)]
+    assert house.long_functions(tmp_path / "pkg", limit=3)[0] == ("pkg/m.py", "four", 4)
