@@ -24,7 +24,7 @@ COMPARE_CHOICES = [name for name in DRAFTER_NAMES if name != BASELINE]  # draft-
 
 # What the page offers first: every drafter side by side in Compare; the Batch size sweep starts with
 # the two that need no learned features, and offers the goodput controller on three of them.
-COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.drafts]
+COMPARE_DEFAULT = [cls.name for cls in DRAFTERS.values() if cls.capabilities.drafts]
 SWEEP_DEFAULT = [DraftModelDrafter.name, NgramDrafter.name]
 SERVING_DEFAULT = DraftModelDrafter.name  # a draft model holds KV of its own: both caches to watch
 SWEEP_AUTO = [f"{DraftModelDrafter.name}:auto", f"{NgramDrafter.name}:auto", f"{HybridDrafter.name}:auto-tree"]
@@ -71,7 +71,7 @@ def option_limits(drafter: str, option: str) -> tuple[float, float]:
 def request(lang: str, policy: "ModelPolicy", drafter: str, target, draft, **fields) -> DecodeRequest:
     """The engine's DecodeRequest from checked control values; the draft field goes only to drafters
     that read a draft model."""
-    if not lookup(drafter)[0].uses_draft_model:
+    if not lookup(drafter)[0].capabilities.uses_draft_model:
         draft = None
     return DecodeRequest.of(drafter=drafter, **fields, **own_models(lang, policy, target, draft))
 

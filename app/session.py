@@ -154,7 +154,7 @@ def comparison_points(comparison: Comparison) -> list[MeasuredPoint]:
     """One point per drafting set-up of a finished comparison, its repeats pooled, its speedup the median."""
     points = []
     for setup in comparison.setups[1:]:
-        if setup.results and setup.request.drafter_class.drafts:
+        if setup.results and setup.request.drafter_class.capabilities.drafts:
             speedup = comparison.speedup(setup)
             points.append(measured_point(setup.label, setup.records, setup.request.shape.depth,
                                          speedup.median, comparison.forward_s, comparison.curve))

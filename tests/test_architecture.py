@@ -1,6 +1,8 @@
 """The layers of core/ (docs/architecture.md) hold: imports point down, never in a circle."""
 from __future__ import annotations
 
+import attributes
+import house
 import import_graph
 
 
@@ -29,3 +31,52 @@ def test_a_layer_is_a_folder():
     assert import_graph.layer_of("core.nowhere.module") == -1  # a folder no layer names is flagged
     assert import_graph.upward({"core.nowhere.module": {"core.common.errors"}}) == [
         ("core.nowhere.module", "core.common.errors")]
+
+
+def test_every_instance_attribute_is_created_in_init():
+    assert attributes.late_attributes("core") == []
+
+
+def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "base.py").write_text(
+        "class Base:\n    shared = 1\n    def __init__(self):\n        self.made = 0\n")
+    (tmp_path / "pkg" / "run.py").write_text(
+        "from dataclasses import dataclass\nfrom pkg.base import Base\n\n"
+        "class Run(Base):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.kept = []\n"
+        "    def start(self):\n        self.kept, self.made, self.shared = [], 1, 2\n        self.late = 3\n"
+        "        self.count += 1\n\n"
+        "@dataclass\nclass Fields:\n    field: int = 0\n"
+        "    def __post_init__(self):\n        self.derived = 1\n"
+        "    def step(self):\n        self.field, self.derived = 2, 3\n        self.other = 4\n")
+    assert attributes.late_attributes(tmp_path / "pkg") == [
+        ("pkg.run", "Fields", "other", "step"), ("pkg.run", "Run", "count", "start"),
+        ("pkg.run", "Run", "late", "start")]
+
+
+def test_no_function_in_core_is_longer_than_a_screen():
+    assert house.long_functions("core", skip=("train",)) == []
+
+
+def test_the_counter_counts_a_function_from_def_to_last_line(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "@decorator\n"
+        "def four():\n"  # 1 + 3 lines; the decorator is not counted
+        "    a = 1\n"
+        "    b = 2\n"
+        "    return a + b\n"
+        "\n"
+        "class C:\n"
+        "    def outer(self):\n"  # 8 lines, its nested function's included
+        "        a = 1\n"
+        "        def inner():\n"  # 5 lines, counted on its own too
+        "            b = 2\n"
+        "            c = 3\n"
+        "            d = 4\n"
+        "            return b + c + d\n"
+        "        return inner\n")
+    assert house.long_functions(tmp_path / "pkg", limit=4) == [
+        ("pkg/m.py", "C.outer", 8), ("pkg/m.py", "C.outer.inner", 5)]
+    assert house.long_functions(tmp_path / "pkg", limit=3)[0] == ("pkg/m.py", "four", 4)

@@ -47,9 +47,9 @@ def build_decoder(request: DecodeRequest, *, record: bool = True,
     prompt_ids = encode_prompt(target, request.prompt, request.max_new_tokens)
     drafter_cls = request.drafter_class
     drafter = drafter_cls.build(request.options, DrafterInputs(
-        target=target, shape=request.shape if drafter_cls.drafts else None, block_size=request.block_size,
+        target=target, shape=request.shape if drafter_cls.capabilities.drafts else None, block_size=request.block_size,
         preset=preset, draft_ref=request.draft, load_model=load))
-    if request.shape.auto and drafter_cls.drafts:
+    if request.shape.auto and drafter_cls.capabilities.drafts:
         drafter = GoodputController(drafter, cost if cost is not None else cost_curve(target))
     settings = request.decode_settings(record, inspect)
     run_info = {

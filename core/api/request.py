@@ -81,7 +81,7 @@ class DecodeRequest(BaseModel):
         if not isinstance(self.options, cls.Options):
             raise ValueError(f"drafter {self.drafter!r} takes {cls.Options.__name__}, "
                              f"not {type(self.options).__name__}")
-        self.shape.validate(cls.drafts_full_tree)
+        self.shape.validate(cls.capabilities.drafts_full_tree)
         return self
 
     # ---- construction from flat options ---------------------------------------------------------
@@ -101,7 +101,8 @@ class DecodeRequest(BaseModel):
         if unknown:
             raise UserError(f"unknown option(s): {', '.join(sorted(unknown))}")
         options = _drafter_options(drafter, drafter_cls, fixed, {k_: v for k_, v in own.items() if v is not None})
-        shape = DraftShape.parse(k, tree, drafter_cls.drafts_full_tree, auto=auto, auto_tree=drafter_cls.auto_tree)
+        capabilities = drafter_cls.capabilities
+        shape = DraftShape.parse(k, tree, capabilities.drafts_full_tree, auto=auto, auto_tree=capabilities.auto_tree)
         return cls.checked(prompt=prompt, preset=preset, drafter=drafter, options=options, shape=shape, **flat)
 
     @classmethod
@@ -136,13 +137,13 @@ class DecodeRequest(BaseModel):
     @property
     def max_nodes(self) -> int:
         """The most draft nodes one verify of this run may hold (0 for the baseline)."""
-        if not self.drafter_class.drafts:
+        if not self.drafter_class.capabilities.drafts:
             return 0
         return min(self.options.node_limit() or self.shape.num_nodes, MAX_TREE_NODES)
 
     def label(self) -> str:
         """A short name for tables and legends, e.g. ``eagle3 · tree 4x5 · N=24``."""
-        if not self.drafter_class.drafts:
+        if not self.drafter_class.capabilities.drafts:
             return self.drafter
         return " · ".join([self.drafter, self.shape.label, *self.options.labels()])
 

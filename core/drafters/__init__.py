@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic.fields import FieldInfo
 
-from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext
+from core.drafters.base import Capabilities, Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext
 from core.drafters.draft_model import DraftModelDrafter
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter
 from core.drafters.hybrid import HybridDrafter
@@ -49,6 +49,6 @@ def option_owners(field_name: str) -> list[str]:
     return [cls.name for cls in DRAFTERS.values() if field_name in cls.Options.model_fields]
 
 
-__all__ = ["BASELINE", "DEFAULT_DRAFTER", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter", "DrafterInputs",
-           "DrafterOptions", "HybridDrafter", "NgramDrafter", "ProposeContext", "drafter_names", "lookup", "option_fields",
-           "option_owners"]
+__all__ = ["BASELINE", "Capabilities", "DEFAULT_DRAFTER", "DRAFTERS", "DraftModelDrafter", "DraftShape", "Drafter",
+           "DrafterInputs", "DrafterOptions", "HybridDrafter", "NgramDrafter", "ProposeContext", "drafter_names", "lookup",
+           "option_fields", "option_owners"]

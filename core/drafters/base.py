@@ -101,6 +101,19 @@ AUTO_CHAIN = DraftShape(1, 8, auto=True)  # --k auto: the controller verifies 0.
 AUTO_TREE = DraftShape(2, 4, auto=True)  # --tree auto, unless the drafter names its own largest tree
 
 
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    """What a kind of drafter does, known from its class before one is built: the request's checks,
+    the controller and the page's lists read it as ``drafter_cls.capabilities``."""
+
+    drafts: bool = True  # False for the baseline that never drafts
+    uses_draft_model: bool = False  # True: it reads the run's draft model (the ``draft`` reference)
+    drafts_full_tree: bool = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
+    free_levels: bool = False  # True: part of its draft costs nothing (a lookup), so it is asked even when
+    # drafting does not pay, with ``ProposeContext.free_depth`` for that part
+    auto_tree: DraftShape = AUTO_TREE  # the largest tree ``--tree auto`` lets the controller prune
+
+
 def _as_int(value, what: str) -> int:
     """A whole number from an int, an integral float or a string of digits; anything else is a UserError."""
     if isinstance(value, bool):
@@ -167,20 +180,15 @@ class Drafter:
     name: str = ""
     Options: type[DrafterOptions] = DrafterOptions
     aliases: dict[str, dict] = {}  # names -> options they fix, e.g. "draft-xs" -> draft_size "xs" (own name included)
-    drafts = True  # False for the baseline that never drafts
-    auto_tree = AUTO_TREE  # the largest tree ``--tree auto`` lets the controller prune
-    uses_draft_model = False  # True: it reads the run's draft model (the ``draft`` reference)
-    model_path: str | None = None  # the draft model folder, when there is one
-    hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
-    # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
-    drafts_full_tree = True  # False: it prunes what it expands, so a WxD shape may exceed the node limit
-    free_levels = False  # True: part of its draft costs nothing (a lookup), so it is asked even when drafting
-    # does not pay, with ``ProposeContext.free_depth`` for that part
+    capabilities = Capabilities()  # what this kind of drafter does; a subclass names what differs
 
     def __init__(self, shape: DraftShape | None = None):
         self.shape = shape
         self.max_nodes = shape.num_nodes if shape else 0  # the largest tree it can propose
         self.forwards = 0  # drafting forwards this run
+        self.model_path: str | None = None  # the draft model folder, when there is one
+        self.hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
+        # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
 
     @classmethod
     def build(cls, options: DrafterOptions, inputs: DrafterInputs) -> "Drafter":

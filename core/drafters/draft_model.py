@@ -17,7 +17,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from core.drafters.base import Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext, pick_children
+from core.drafters.base import (Capabilities, Drafter, DrafterInputs, DrafterOptions, DraftShape, ProposeContext,
+                                pick_children)
 from core.drafters.vocab import Columns, draft_rows
 from core.common.errors import UserError
 from core.models.loading import check_same_tokenizer
@@ -54,7 +55,7 @@ class DraftModelDrafter(Drafter):
     name = "draft"
     Options = DraftOptions
     aliases = {"draft-xs": {"draft_size": "xs"}, "draft": {}, "draft-l": {"draft_size": "l"}}
-    uses_draft_model = True
+    capabilities = Capabilities(uses_draft_model=True)
 
     @classmethod
     def build(cls, options: DraftOptions, inputs: DrafterInputs) -> "DraftModelDrafter":
@@ -68,6 +69,9 @@ class DraftModelDrafter(Drafter):
         self.model_path = draft.path
         self.block_size = block_size
         self.kv: RequestKV | None = None
+        self.capacity_tokens = 0  # the run's largest sequence (``start``): the draft cache is sized for it
+        self.synced = 0  # committed tokens whose K/V the draft holds
+        self.fed: list[int] = []  # tree node of each pending draft-cache entry, in write order
         target_ids = self.to_draft = None
         if draft.vocab_map is not None:
             target_ids = torch.tensor(draft.vocab_map.target_ids, device=draft.model.device)  # [draft vocab]
@@ -82,8 +86,8 @@ class DraftModelDrafter(Drafter):
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.capacity_tokens = capacity_tokens
         self.kv = None  # made at the first draft: a run that never drafts (--k auto) holds no draft cache
-        self.synced = 0  # committed tokens whose K/V the draft holds
-        self.fed: list[int] = []  # tree node of each pending draft-cache entry, in write order
+        self.synced = 0
+        self.fed = []
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         tree = DraftTree()

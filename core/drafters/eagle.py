@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from pydantic import Field
 
-from core.drafters.base import Drafter, DrafterInputs, DraftShape, ProposeContext
+from core.drafters.base import Capabilities, Drafter, DrafterInputs, DraftShape, ProposeContext
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
 from core.drafters.vocab import ContextColumns
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
@@ -134,8 +134,8 @@ class EagleDrafter(Drafter):
 
     name = "eagle"
     recipe = Recipe(fused_layers=False, output_norm=False, ttt_steps=1, feature_weight=1.0)
-    drafts_full_tree = False
-    auto_tree = DraftShape(4, 6, auto=True)  # EAGLE-2 scores 84 candidates; the controller keeps what pays
+    # EAGLE-2 prunes what it expands; it scores 84 candidates in a 4x6 tree, the controller keeps what pays
+    capabilities = Capabilities(drafts_full_tree=False, auto_tree=DraftShape(4, 6, auto=True))
 
     Options = EagleOptions
 
@@ -173,6 +173,9 @@ class EagleDrafter(Drafter):
         self.max_nodes = self.num_nodes
         self.kv: RequestKV | None = None
         self.last_expansion: Expansion | None = None
+        self.waiting: list[list[torch.Tensor]] = []  # target hidden states not yet fed: per observe, [n, H] a layer
+        self.fed = 0  # committed positions whose pair the drafter cache holds
+        self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         expanded_per_step = (self.depth - 1) * self.top_k
@@ -182,9 +185,9 @@ class EagleDrafter(Drafter):
                             dtype=self.net.head_weight.dtype, device=self.net.head_weight.device)
         pool = PagedKVCache(layout, num_blocks=num_blocks, block_size=self.block_size)
         self.kv = pool.new_request()
-        self.waiting: list[list[torch.Tensor]] = []  # target hidden states not yet fed: per observe, [n, H] a layer
-        self.fed = 0  # committed positions whose pair the drafter cache holds
-        self.root_out: torch.Tensor | None = None  # drafter output at the newest fed pair [H]
+        self.waiting = []
+        self.fed = 0
+        self.root_out = None
         self.last_expansion = None
         self.context = None if self.draft_vocab_only else self.net.context_columns()
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from core.drafters.base import DrafterInputs, DraftShape, ProposeContext, Wrapper
+from core.drafters.base import Capabilities, DrafterInputs, DraftShape, ProposeContext, Wrapper
 from core.drafters.eagle import Eagle3Drafter, EagleOptions
 from core.drafters.ngram import NgramDrafter
 from core.common.limits import MAX_TREE_NODES
@@ -34,9 +34,9 @@ class HybridOptions(EagleOptions):
 class HybridDrafter(Wrapper):
     name = "hybrid"
     Options = HybridOptions
-    drafts_full_tree = False
-    free_levels = True  # the n-gram chain: as deep as the budget allows, also where EAGLE-3 is not asked
-    auto_tree = Eagle3Drafter.auto_tree
+    # the n-gram chain is the free part: as deep as the budget allows, also where EAGLE-3 is not asked
+    capabilities = Capabilities(drafts_full_tree=False, free_levels=True,
+                                auto_tree=Eagle3Drafter.capabilities.auto_tree)
 
     @classmethod
     def build(cls, options: HybridOptions, inputs: DrafterInputs) -> "HybridDrafter":

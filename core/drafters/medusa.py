@@ -206,7 +206,6 @@ class MedusaDrafter(Drafter):
     """
 
     name = "medusa"
-    hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
 
     Options = MedusaOptions
 
@@ -218,6 +217,7 @@ class MedusaDrafter(Drafter):
     def __init__(self, shape: DraftShape, target, weights: str | None = None, medusa_choices=None,
                  half_products: bool = True, draft_vocab_only: bool = False):
         super().__init__(shape)
+        self.hidden_layers = (-1,)  # the last layer after the final norm: what the target's LM head reads
         folder = weights or default_folder(target.path, "medusa")
 
         def make(config: dict, state: dict[str, torch.Tensor]) -> MedusaHeads:

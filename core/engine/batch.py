@@ -213,12 +213,12 @@ class BatchDecoder:
         prefixes = [self.prompt_ids[i][:-1] for i in todo]
         outs = self._forward(forward, todo, prefixes, [chain_parents(len(p)) for p in prefixes])
         for i, prefix, (_, hidden) in zip(todo, prefixes, outs):
-            self.decoders[i].prefilled(prefix, hidden)
+            self.decoders[i].commit_prefill(prefix, hidden)
 
     def _step(self, forward: PagedForward, running: list[int]) -> tuple[dict[int, StepRecord | None], float, int]:
         """propose (per request) -> ONE verify forward over all trees -> accept and commit (per request).
         Returns the records, the verify's seconds and its rows per request (padded)."""
-        proposals = {i: self.decoders[i].propose_step() for i in running}
+        proposals = {i: self.decoders[i].make_proposal() for i in running}
         inputs = [[proposals[i].root] + proposals[i].tree.tokens for i in running]
         t0 = perf_counter()
         outs = self._forward(forward, running, inputs, [with_root(proposals[i].tree.parents) for i in running],
@@ -226,7 +226,7 @@ class BatchDecoder:
         verify_s = perf_counter() - t0
         records = {}
         for i, (view, hidden) in zip(running, outs):
-            records[i] = self.decoders[i].finish_step(proposals[i], view, hidden, verify_s)
+            records[i] = self.decoders[i].complete_step(proposals[i], view, hidden, verify_s)
         return records, verify_s, max(len(row) for row in inputs)
 
     def _forward(self, forward: PagedForward, which: list[int], input_ids, parents, head: bool = False):

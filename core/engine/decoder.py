@@ -36,13 +36,13 @@ class DecodeSettings:
     inspect: bool = False  # record the laws behind each step's acceptance (core.records.detail), for the page
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Proposal:
     """A drafted tree waiting for the target's verify."""
 
     root: int  # the last committed token, the tree's root
     tree: DraftTree
-    draft_s: float
+    draft_s: float  # seconds the drafter took to propose ``tree``
     blocks_before: int  # blocks in the request's table before the verify
 
 
@@ -51,8 +51,8 @@ class _RunState:
     """What one run has produced so far."""
 
     tokens: list[int]  # prompt + output so far
-    resumed: float | None  # perf_counter() when the engine last took over; None while it waits
-    cpu_resumed: float | None = None  # process_time() then
+    resumed_at: float | None  # perf_counter() when the engine last took over; None while it waits
+    cpu_resumed_at: float | None = None  # process_time() then
     new_tokens: list[int] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
@@ -65,25 +65,25 @@ class _RunState:
 
     def suspend(self) -> None:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
-        if self.resumed is not None:
-            self.busy_s += perf_counter() - self.resumed
-            self.busy_cpu_s += process_time() - self.cpu_resumed
-            self.resumed = self.cpu_resumed = None
+        if self.resumed_at is not None:
+            self.busy_s += perf_counter() - self.resumed_at
+            self.busy_cpu_s += process_time() - self.cpu_resumed_at
+            self.resumed_at = self.cpu_resumed_at = None
 
     def resume(self) -> None:
-        if self.resumed is None:
-            self.resumed, self.cpu_resumed = perf_counter(), process_time()
+        if self.resumed_at is None:
+            self.resumed_at, self.cpu_resumed_at = perf_counter(), process_time()
 
     def clock(self) -> float:
         """The engine's own seconds on this run so far (``busy_s`` and the time since it took over)."""
-        return self.busy_s + (0.0 if self.resumed is None else perf_counter() - self.resumed)
+        return self.busy_s + (0.0 if self.resumed_at is None else perf_counter() - self.resumed_at)
 
     def cpu_clock(self) -> float:
         """The process's CPU seconds over the engine's own time so far (``clock``'s twin)."""
-        return self.busy_cpu_s + (0.0 if self.cpu_resumed is None else process_time() - self.cpu_resumed)
+        return self.busy_cpu_s + (0.0 if self.cpu_resumed_at is None else process_time() - self.cpu_resumed_at)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Emitted:
     """The tokens a step adds to the output: accepted nodes then the correction/bonus, cut at EOS
     and at the token budget."""
@@ -119,7 +119,7 @@ class SpeculativeDecoder:
     block of the target and of the drafter. The run's ``wall_s`` is the engine's own time: the
     clock stops while ``steps()`` is suspended at a yield (a user stepping by hand, Play's delay).
 
-    ``steps()`` is ``begin`` -> ``prefill`` -> (``propose_step`` -> ``verify`` -> ``finish_step``)
+    ``steps()`` is ``begin`` -> ``prefill`` -> (``make_proposal`` -> ``verify`` -> ``complete_step``)
     until ``finished`` -> ``end``. A batch (``core.engine.batch``) drives the same calls for many
     decoders, replacing only the target forwards by one forward over all of them.
     """
@@ -132,6 +132,8 @@ class SpeculativeDecoder:
         self.run_info = run_info  # prompt, preset, drafter, settings echoed into the result
         self.result: RunResult | None = None
         self.kv: RequestKV | None = None
+        self.generator: torch.Generator | None = None  # the run's sampling generator, seeded by ``begin``
+        self.prompt_ids: list[int] = []  # the run's prompt
         self.state: _RunState | None = None  # what the current run has produced so far
         self.recorder: StepRecorder | None = None  # builds the StepRecords (None with recording off)
 
@@ -168,9 +170,9 @@ class SpeculativeDecoder:
         last becomes the first root."""
         prefix = list(prompt_ids[:-1])
         if prefix:
-            self.prefilled(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
+            self.commit_prefill(prefix, self._forward(prefix, chain_parents(len(prefix))).hidden)
 
-    def prefilled(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
+    def commit_prefill(self, prefix: list[int], hidden: list[torch.Tensor]) -> None:
         """The prefix's K/V were just written: keep them, and show the drafter the target's hidden states."""
         rows = list(range(len(prefix)))
         self.kv.commit(rows)
@@ -195,11 +197,11 @@ class SpeculativeDecoder:
             self.prefill(prompt_ids)
             while not self.finished:
                 cpu_start = process_time()
-                proposal = self.propose_step()
+                proposal = self.make_proposal()
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
-                record = self.finish_step(proposal, target, hidden, verify_s=perf_counter() - t0,
-                                          cpu_s=process_time() - cpu_start)
+                record = self.complete_step(proposal, target, hidden, verify_s=perf_counter() - t0,
+                                            cpu_s=process_time() - cpu_start)
                 self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.state.resume()
@@ -218,7 +220,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter, inspect=s.inspect) if s.record else None
-        self.state = _RunState(tokens=list(prompt_ids), resumed=perf_counter(), cpu_resumed=process_time())
+        self.state = _RunState(tokens=list(prompt_ids), resumed_at=perf_counter(), cpu_resumed_at=process_time())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -226,30 +228,34 @@ class SpeculativeDecoder:
     def finished(self) -> bool:
         return bool(self.state.stop_reason)
 
-    def propose_step(self) -> Proposal:
+    def make_proposal(self) -> Proposal:
+        """This step's draft tree from the drafter, timed, with the root it hangs from."""
         run = self.state
         t0 = perf_counter()
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
-        return Proposal(run.tokens[-1], tree, perf_counter() - t0, len(self.kv.block_table))
+        return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - t0,
+                        blocks_before=len(self.kv.block_table))
 
-    def finish_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
-                    verify_s: float, cpu_s: float | None = None) -> StepRecord | None:
+    def complete_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
+                      verify_s: float, cpu_s: float | None = None) -> StepRecord | None:
         """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord.
         ``cpu_s``: the process's CPU seconds over the draft and the verify (None: not measured)."""
         run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
-        commit = self.commit(proposal.root, tree, acceptance, hidden)
+        commit_stats = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
                             emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
         run.extend(emitted.tokens)
-        run.stop_reason = self.stop_reason(emitted.tokens)
+        run.stop_reason = self.stop_reason_after(emitted.tokens)
         if self.recorder is None:
             return None
         return self.recorder.step(StepOutcome(
-            run.totals.steps - 1, proposal.root, tree, target, acceptance, emitted.tokens, emitted.kinds, commit,
-            proposal.blocks_before, proposal.draft_s, verify_s, len(run.new_tokens), run.totals.steps, self.finished,
-            cpu_s))
+            step_index=run.totals.steps - 1, root=proposal.root, tree=tree, target=target, acceptance=acceptance,
+            emitted_tokens=emitted.tokens, emitted_kinds=emitted.kinds, commit_stats=commit_stats,
+            blocks_before=proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s,
+            new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
+            run_finished=self.finished, cpu_s=cpu_s))
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""
@@ -258,9 +264,9 @@ class SpeculativeDecoder:
         kinds = ["accepted"] * len(acceptance.accepted) + [acceptance.next_kind]
         eos = self.target.eos_ids
         cut = min(remaining, next((i + 1 for i, t in enumerate(tokens) if t in eos), len(tokens)))
-        return _Emitted(tokens[:cut], kinds[:cut])
+        return _Emitted(tokens=tokens[:cut], kinds=kinds[:cut])
 
-    def stop_reason(self, emitted: list[int]) -> str:
+    def stop_reason_after(self, emitted: list[int]) -> str:
         """Why the run ends after a step that emitted ``emitted`` ("" while it goes on)."""
         if emitted[-1] in self.target.eos_ids:
             return "eos"

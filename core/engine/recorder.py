@@ -52,24 +52,25 @@ class TextTracker:
         return self._pieces[token]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepOutcome:
-    """The facts of one step, as the engine did it: what its StepRecord is built from."""
+    """The facts of one step, as the engine did it: what its StepRecord is built from. Built by keyword
+    only, so two fields of one type (``draft_s`` and ``verify_s``) cannot trade places."""
 
-    step: int  # 0-based
+    step_index: int  # 0-based
     root: int  # the last committed token the tree hung from
     tree: DraftTree
     target: TargetView
     acceptance: Acceptance
-    emitted: list[int]  # tokens added to the output (accepted + next, cut at EOS / budget)
-    kinds: list[str]  # "accepted" | "correction" | "bonus" | "target", per emitted token
-    commit: CommitStats
+    emitted_tokens: list[int]  # tokens added to the output (accepted + next, cut at EOS / budget)
+    emitted_kinds: list[str]  # "accepted" | "correction" | "bonus" | "target", per emitted token
+    commit_stats: CommitStats  # the KV slots this step's commit kept and freed
     blocks_before: int  # blocks in the request's table before the verify
-    draft_s: float
-    verify_s: float
-    new_tokens_total: int
-    target_forwards_total: int
-    finished: bool
+    draft_s: float  # seconds drafting this step's tree
+    verify_s: float  # seconds of the target's verify forward
+    new_tokens_total: int  # output tokens of the run after this step
+    target_forwards_total: int  # target forwards of the run after this step (prefill not counted)
+    run_finished: bool  # this step ended the run
     cpu_s: float | None = None  # the process's CPU seconds over draft and verify (None: not measured)
 
 
@@ -86,28 +87,29 @@ class StepRecorder:
     def __post_init__(self):
         self.text = TextTracker(self.tokenizer)
 
-    def step(self, o: StepOutcome) -> StepRecord:
+    def step(self, outcome: StepOutcome) -> StepRecord:
         """The step's StepRecord, kept in ``records``."""
-        text, tree, acceptance = self.text, o.tree, o.acceptance
+        text, tree, acceptance = self.text, outcome.tree, outcome.acceptance
         record = StepRecord(
-            step=o.step,
-            root=TokenRecord(o.root, text.piece(o.root), "root"),
-            nodes=self._nodes(tree, acceptance, o.target),
+            step=outcome.step_index,
+            root=TokenRecord(outcome.root, text.piece(outcome.root), "root"),
+            nodes=self._nodes(tree, acceptance, outcome.target),
             accepted_length=len(acceptance.accepted),
             next=TokenRecord(acceptance.next_token, text.piece(acceptance.next_token), acceptance.next_kind),
-            emitted=[TokenRecord(t, p, k) for t, p, k in zip(o.emitted, text.extend(o.emitted), o.kinds)],
-            new_tokens_total=o.new_tokens_total,
-            target_forwards_total=o.target_forwards_total,
-            kv=self._kv(o.commit, o.blocks_before),
+            emitted=[TokenRecord(t, p, k) for t, p, k in
+                     zip(outcome.emitted_tokens, text.extend(outcome.emitted_tokens), outcome.emitted_kinds)],
+            new_tokens_total=outcome.new_tokens_total,
+            target_forwards_total=outcome.target_forwards_total,
+            kv=self._kv(outcome.commit_stats, outcome.blocks_before),
             draft_kv_blocks=None if (draft_kv := self.drafter.own_kv()) is None else draft_kv.cache.pool.blocks_in_use,
-            draft_s=round(o.draft_s, 6),
-            verify_s=round(o.verify_s, 6),
-            finished=o.finished,
+            draft_s=round(outcome.draft_s, 6),
+            verify_s=round(outcome.verify_s, 6),
+            finished=outcome.run_finished,
             expansion=self._expansion(),
-            decision=(decision := self._decision(o)),
-            inspect=inspect_step(tree, o.target, acceptance, text.piece) if self.inspect else None,
-            cpu_s=None if o.cpu_s is None else round(o.cpu_s, 6),
-            disturbed=disturbed(o.draft_s + o.verify_s, o.cpu_s, expected_seconds(decision)),
+            decision=(decision := self._decision(outcome)),
+            inspect=inspect_step(tree, outcome.target, acceptance, text.piece) if self.inspect else None,
+            cpu_s=None if outcome.cpu_s is None else round(outcome.cpu_s, 6),
+            disturbed=disturbed(outcome.draft_s + outcome.verify_s, outcome.cpu_s, expected_seconds(decision)),
         )
         self.records.append(record)
         return record
@@ -148,13 +150,13 @@ class StepRecorder:
         expansion = self.drafter.expansion()
         return None if expansion is None else expansion.record([self.text.piece(t) for t in expansion.tokens])
 
-    def _decision(self, o: StepOutcome):
+    def _decision(self, outcome: StepOutcome):
         """The goodput controller's decision, with the gain the step realised over a plain step."""
         decision = self.drafter.decision()
         if decision is None:
             return None
-        seconds = o.draft_s + o.verify_s
-        return replace(decision, realised_gain=round(len(o.emitted) * decision.plain_step_s / seconds, 4)
+        seconds = outcome.draft_s + outcome.verify_s
+        return replace(decision, realised_gain=round(len(outcome.emitted_tokens) * decision.plain_step_s / seconds, 4)
                        if seconds > 0 else None)
 
 

@@ -187,14 +187,10 @@ def _int8_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHea
         # |w - q t| and |q t|_1 in float32: off by at most K roundoffs of themselves and a few of |w|, added back
         error[rows] = (chunk - q * scale[:, None]).norm(dim=1) * (1 + 2**-12) + 2**-20 * norm[rows]
         l1[rows] = (q.abs_().sum(dim=1) * scale) * (1 + 2**-20)
-    with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; the ops below run
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            quantized = torch._make_per_channel_quantized_tensor(ints, scales.double(), torch.zeros(vocab, dtype=torch.long), 0)
-            packed = torch.ops.quantized.linear_prepack(quantized, None)
-        except (RuntimeError, AttributeError, NotImplementedError):  # no fbgemm here
-            return None
-    del quantized, ints
+    packed = _fbgemm_packed(ints, scales)
+    del ints
+    if packed is None:
+        return None
     outlier_weight = weight[:, columns].contiguous()  # [vocab, c]: the outlier channels' columns, float32
     ulp = (hidden + len(columns) + 8) * FLOAT32_ROUNDOFF * (1 + 2**-10)
 
@@ -221,6 +217,19 @@ def _int8_head(weight: torch.Tensor, outliers: tuple[int, ...] = ()) -> CheapHea
 
     cheap = CheapHead("int8", product, row_slack, torch.stack([error, l1, norm + error]), 0.0)
     return cheap if _kernel_keeps_the_bound(cheap, weight, columns) else None
+
+
+def _fbgemm_packed(ints: torch.Tensor, scales: torch.Tensor):
+    """fbgemm's packed weight for int8 rows ``ints`` [vocab, hidden] with float32 scales [vocab] (zero
+    points 0), or None where this build or CPU has no fbgemm."""
+    with warnings.catch_warnings():  # torch 2.13 marks quantized tensors deprecated; the ops below run
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            quantized = torch._make_per_channel_quantized_tensor(ints, scales.double(),
+                                                                 torch.zeros(len(ints), dtype=torch.long), 0)
+            return torch.ops.quantized.linear_prepack(quantized, None)
+        except (RuntimeError, AttributeError, NotImplementedError):  # no fbgemm here
+            return None
 
 
 def _kernel_keeps_the_bound(cheap: CheapHead, weight: torch.Tensor, outliers: torch.Tensor) -> bool:

@@ -217,6 +217,35 @@ def ab_markdown(rows: dict[str, dict]) -> list[str]:
 
 
 def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    sizes = _checked_batch_sizes(config)
+    prompts = load_prompts(config.prompts_file)
+    engine = _engine_arms(config, prompts)
+    hf = _hf_arms(config, prompts) if config.compare_hf else {}
+    peer = None
+    if config.compare_vllm:
+        peer = VllmPeer(config.preset, config.k, torch.get_num_threads(), config.max_new_tokens, log=log).start()
+    try:
+        vllm = {f"vllm:{k}": [vllm_timing(call) for call in v] for k, v in peer.requests(prompts).items()} if peer else {}
+        timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm}, config.repeats, log)
+        batch = batch_study(config, sizes, prompts, log, peer) if sizes else {}
+    finally:
+        if peer:
+            peer.close()
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled)
+    result = _result_head(config, prompts, engine_summary)
+    if config.overhead:
+        result["overhead"] = _records_overhead(engine, timings)
+    if hf:
+        _add_hf(result, timings, prompts)
+    if peer:
+        _add_vllm(result, timings, vllm, prompts, peer)
+    result["verify_ratio"] = verify_study(config, prompts, log)
+    result.update(batch)
+    return result
+
+
+def _checked_batch_sizes(config: BenchConfig) -> list[int]:
+    """Refuse a bad config before anything runs and set torch's threads; the batch sizes to sweep."""
     for spec in config.drafters:
         config.request("x", spec)  # a bad name, shape or option is refused before anything runs
     if BASELINE not in config.drafters:
@@ -231,7 +260,11 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         if not 1 <= config.threads <= 256:
             raise UserError(f"--threads must be between 1 and 256 (got {config.threads})")
         torch.set_num_threads(config.threads)
-    prompts = load_prompts(config.prompts_file)
+    return sizes
+
+
+def _engine_arms(config: BenchConfig, prompts: list[str]) -> dict[str, list[Callable[[], Timing]]]:
+    """The engine's runners per arm: every drafter, the null arm and the records-off probe when asked."""
     engine = {
         name: [engine_runner(config, p, name, seed=i) for i, p in enumerate(prompts)] for name in config.drafters
     }
@@ -241,22 +274,18 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         probe = next((d for d in config.drafters if d != BASELINE), BASELINE)
         engine[f"{probe} (records off)"] = [engine_runner(config, p, probe, record=False, seed=i)
                                             for i, p in enumerate(prompts)]
-    hf = {}
-    if config.compare_hf:
-        per_prompt = [hf_runners(config, p) for p in prompts]
-        hf = {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
-    peer = None
-    if config.compare_vllm:
-        peer = VllmPeer(config.preset, config.k, torch.get_num_threads(), config.max_new_tokens, log=log).start()
-    try:
-        vllm = {f"vllm:{k}": [vllm_timing(call) for call in v] for k, v in peer.requests(prompts).items()} if peer else {}
-        timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm}, config.repeats, log)
-        batch = batch_study(config, sizes, prompts, log, peer) if sizes else {}
-    finally:
-        if peer:
-            peer.close()
-    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled)
-    result = {
+    return engine
+
+
+def _hf_arms(config: BenchConfig, prompts: list[str]) -> dict[str, list[Callable[[], Timing]]]:
+    """transformers' runners per arm (``generate``, ``assisted`` where it can run), one per prompt."""
+    per_prompt = [hf_runners(config, p) for p in prompts]
+    return {name: [runners[name] for runners in per_prompt] for name in per_prompt[0]}
+
+
+def _result_head(config: BenchConfig, prompts: list[str], engine_summary: dict) -> dict:
+    """The result's settings, machine and engine rows; the comparisons are added after."""
+    return {
         "preset": config.preset,
         "prompts": len(prompts),
         "max_new_tokens": config.max_new_tokens,
@@ -271,34 +300,39 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         "hf": {},
         "batch_sweep": [],
     }
-    if config.overhead:
-        probe = next(k for k in engine if k.endswith("(records off)"))
-        on = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe.split(" ")[0]])
-        off = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe])
-        result["overhead"] = {"drafter": probe.split(" ")[0], "records_on_s": on, "records_off_s": off,
-                              "overhead": on / off - 1}
-    if hf:
-        hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate",
-                               prompts)
-        hf_summary["generate"]["ours_none_vs_generate"] = speedup(walls(timings["hf:generate"]), walls(timings[BASELINE]))
-        result["hf"] = hf_summary
-        if "assisted" not in hf_summary:
-            result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
-                                                "assistant must emit the target's own ids"}
-    if peer:
-        result["vllm"] = summarize({k.removeprefix("vllm:"): timings[k] for k in vllm}, "none", prompts)
-        for name, row in result["vllm"].items():  # vLLM counts drafts, not forwards: no τ
-            totals = sum((t.totals for runs in timings[f"vllm:{name}"] for t in runs), Tallies())
-            row["mean_acceptance_length"] = totals.mean_acceptance_length
-            row["drafts"] = totals.drafts
-            row.pop("target_forwards")
-            row.pop("tau")
-        result["vllm"]["none"]["identical_to_ours"] = all(
-            v.tokens == o[0].tokens for runs, o in zip(timings["vllm:none"], timings[BASELINE]) for v in runs)
-        result["vllm_info"] = peer.info()
-    result["verify_ratio"] = verify_study(config, prompts, log)
-    result.update(batch)
-    return result
+
+
+def _records_overhead(engine: dict, timings: dict) -> dict:
+    """What building the StepRecords costs: one drafter's median seconds with records on and off."""
+    probe = next(k for k in engine if k.endswith("(records off)"))
+    on = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe.split(" ")[0]])
+    off = sum(statistics.median(t.wall_s for t in runs) for runs in timings[probe])
+    return {"drafter": probe.split(" ")[0], "records_on_s": on, "records_off_s": off, "overhead": on / off - 1}
+
+
+def _add_hf(result: dict, timings: dict, prompts: list[str]) -> None:
+    """transformers' rows (against its ``generate``) and ours ``none`` against its ``generate``."""
+    hf_summary = summarize({k.removeprefix("hf:"): timings[k] for k in timings if k.startswith("hf:")}, "generate",
+                           prompts)
+    hf_summary["generate"]["ours_none_vs_generate"] = speedup(walls(timings["hf:generate"]), walls(timings[BASELINE]))
+    result["hf"] = hf_summary
+    if "assisted" not in hf_summary:
+        result["hf_skipped"] = {"assisted": "the preset's draft reads a reduced vocabulary; transformers' "
+                                            "assistant must emit the target's own ids"}
+
+
+def _add_vllm(result: dict, timings: dict, vllm: dict, prompts: list[str], peer: VllmPeer) -> None:
+    """vLLM's rows (against its ``none``), whether its plain decoding matches ours, and its versions."""
+    result["vllm"] = summarize({k.removeprefix("vllm:"): timings[k] for k in vllm}, "none", prompts)
+    for name, row in result["vllm"].items():  # vLLM counts drafts, not forwards: no τ
+        totals = sum((t.totals for runs in timings[f"vllm:{name}"] for t in runs), Tallies())
+        row["mean_acceptance_length"] = totals.mean_acceptance_length
+        row["drafts"] = totals.drafts
+        row.pop("target_forwards")
+        row.pop("tau")
+    result["vllm"]["none"]["identical_to_ours"] = all(
+        v.tokens == o[0].tokens for runs, o in zip(timings["vllm:none"], timings[BASELINE]) for v in runs)
+    result["vllm_info"] = peer.info()
 
 
 def time_prompts(everything: dict[str, list[Callable[[], Timing]]], repeats: int,

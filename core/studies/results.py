@@ -250,7 +250,7 @@ def run_section(run: Run) -> list[str]:
 
 def summary_lines(preset: str, picks: list[tuple[str, str | None, str | None]]) -> list[str]:
     results = {f: load(f) for _, chat, book in picks for f in (chat, book) if f}
-    lines = [f"| drafter | chat-style: speedup | worst prompt | τ | book-style: speedup | worst prompt | τ |",
+    lines = ["| drafter | chat-style: speedup | worst prompt | τ | book-style: speedup | worst prompt | τ |",
              "|---|---|---|---|---|---|---|"]
     for spec, chat, book in picks:
         cells = []

@@ -119,6 +119,7 @@ class VllmRunner:
         self.process: subprocess.Popen | None = None
         self.load_s: float | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=40)  # vLLM's own lines, for error messages
+        self._lines: queue.Queue[str | None] = queue.Queue()  # the runner's stdout (a new queue per ``start``)
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> "VllmRunner":
@@ -129,7 +130,7 @@ class VllmRunner:
             preexec_fn=die_with_parent)
         if log is not subprocess.DEVNULL:
             log.close()  # the child holds its own descriptor
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self._read(LOAD_TIMEOUT_S)  # {"ready": true}
         loaded = self.request({"op": "load", "model": self.model, "speculative_config": self.speculative_config,

@@ -12,8 +12,8 @@ still wanted. vLLM (v1) instead:
    output then drops.
 
 ``vllm_steps`` drives a ``SpeculativeDecoder``'s own verbs (``begin``, ``prefill``, ``verify``,
-``finish_step``, ``end``) in that order; only the proposals differ. The lab's tallies then count what
-vLLM counts: a step with no draft is no draft, and ``finish_step`` counts every accepted token before
+``complete_step``, ``end``) in that order; only the proposals differ. The lab's tallies then count what
+vLLM counts: a step with no draft is no draft, and ``complete_step`` counts every accepted token before
 cutting the output to the budget.
 """
 from __future__ import annotations
@@ -31,7 +31,8 @@ from core.runtime.tree import DraftTree
 
 def first_token(decoder: SpeculativeDecoder) -> Proposal:
     """vLLM's prefill step: the prompt's last token verified alone, its next token taken from the target."""
-    return Proposal(decoder.state.tokens[-1], DraftTree(), 0.0, len(decoder.kv.block_table))
+    return Proposal(root=decoder.state.tokens[-1], tree=DraftTree(), draft_s=0.0,
+                    blocks_before=len(decoder.kv.block_table))
 
 
 def full_draft(decoder: SpeculativeDecoder) -> Proposal:
@@ -41,7 +42,8 @@ def full_draft(decoder: SpeculativeDecoder) -> Proposal:
     ctx = ProposeContext(run.tokens, max_depth=decoder.drafter.max_nodes, temperature=decoder.settings.temperature,
                          generator=decoder.generator)
     tree = decoder.drafter.propose(ctx)
-    return Proposal(run.tokens[-1], tree, perf_counter() - start, len(decoder.kv.block_table))
+    return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - start,
+                    blocks_before=len(decoder.kv.block_table))
 
 
 def vllm_steps(decoder: SpeculativeDecoder, prompt_ids: list[int]) -> Iterator[StepRecord | None]:
@@ -53,7 +55,7 @@ def vllm_steps(decoder: SpeculativeDecoder, prompt_ids: list[int]) -> Iterator[S
         while True:
             start = perf_counter()
             target, hidden = decoder.verify(proposal.root, proposal.tree)
-            record = decoder.finish_step(proposal, target, hidden, verify_s=perf_counter() - start)
+            record = decoder.complete_step(proposal, target, hidden, verify_s=perf_counter() - start)
             decoder.state.suspend()
             yield record
             decoder.state.resume()
