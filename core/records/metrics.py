@@ -23,7 +23,10 @@ Glossary (the names vLLM's spec-decode metrics use where they exist):
   (``core.cost.theory``). This v is what the run's verifies took; what a verify of n tokens
   costs on this machine is probed once, by ``core.cost.probe`` (the curve v(n), ``core.cost.curve``);
   ``verify_cost_by_nodes`` splits a run's v by query tokens n = nodes + 1 (the root): the run's
-  own points of that curve.
+  own points of that curve. Times are taken over the steps the CPU did not disturb
+  (``StepRecord.disturbed``) when there are any; ``disturbed`` counts the others;
+* ``plain_reference`` -- THE plain step a run's timed numbers are measured against (its why-lines,
+  break-even point, timeline, Worth it?'s point): one value per run, defined here once.
 """
 from __future__ import annotations
 
@@ -50,15 +53,28 @@ class Tallies:
     all_verify_s: float = 0.0  # over every step
     all_draft_s: float = 0.0  # over every step (a drafter that found nothing still spent its time)
     query_tokens: int = 0  # tokens the verifies ran over: root + nodes, every step
+    disturbed: int = 0  # steps whose timing the CPU disturbed (``StepRecord.disturbed``)
+    clean_steps: int = 0  # the others, and their seconds and query tokens (``step_cost``)
+    clean_draft_s: float = 0.0
+    clean_verify_s: float = 0.0
+    clean_query_tokens: int = 0
 
     def add_step(self, *, drafted: int, depth: int, accepted: int, emitted: int,
-                 draft_s: float = 0.0, verify_s: float = 0.0) -> None:
-        """One step: ``drafted`` nodes of depth up to ``depth``, ``accepted`` kept, ``emitted`` new tokens."""
+                 draft_s: float = 0.0, verify_s: float = 0.0, disturbed: bool = False) -> None:
+        """One step: ``drafted`` nodes of depth up to ``depth``, ``accepted`` kept, ``emitted`` new tokens;
+        ``disturbed``: its times are not this machine's undisturbed ones."""
         self.steps += 1
         self.new_tokens += emitted
         self.all_verify_s += verify_s
         self.all_draft_s += draft_s
         self.query_tokens += drafted + 1
+        if disturbed:
+            self.disturbed += 1
+        else:
+            self.clean_steps += 1
+            self.clean_draft_s += draft_s
+            self.clean_verify_s += verify_s
+            self.clean_query_tokens += drafted + 1
         if not drafted:
             return
         self.drafts += 1
@@ -73,7 +89,7 @@ class Tallies:
     def add(self, record: StepRecord) -> "Tallies":
         self.add_step(drafted=len(record.nodes), depth=max((n.depth for n in record.nodes), default=0),
                       accepted=record.accepted_length, emitted=len(record.emitted),
-                      draft_s=record.draft_s, verify_s=record.verify_s)
+                      draft_s=record.draft_s, verify_s=record.verify_s, disturbed=bool(record.disturbed))
         return self
 
     def __add__(self, other: "Tallies") -> "Tallies":
@@ -111,12 +127,18 @@ class Tallies:
         return self.all_verify_s / self.steps if self.steps else 0.0
 
     def step_cost(self, forward_s: float) -> StepCost | None:
-        """``StepCost`` over every step; None without steps or a positive ``forward_s``."""
+        """``StepCost`` over the undisturbed steps (over every step when the CPU disturbed them all:
+        ``StepCost.disturbed`` then says so); None without steps or a positive ``forward_s``."""
         if not self.steps or forward_s <= 0:
             return None
-        per_step = forward_s * self.steps
-        return StepCost(forward_s=forward_s, draft=self.all_draft_s / per_step, verify=self.all_verify_s / per_step,
-                        query_tokens=self.query_tokens / self.steps)
+        if self.clean_steps:
+            steps, draft_s, verify_s, query = (self.clean_steps, self.clean_draft_s, self.clean_verify_s,
+                                               self.clean_query_tokens)
+        else:
+            steps, draft_s, verify_s, query = self.steps, self.all_draft_s, self.all_verify_s, self.query_tokens
+        per_step = forward_s * steps
+        return StepCost(forward_s=forward_s, draft=draft_s / per_step, verify=verify_s / per_step,
+                        query_tokens=query / steps, disturbed=not self.clean_steps)
 
 
 def tally(records: Iterable[StepRecord]) -> Tallies:
@@ -157,6 +179,7 @@ class StepCost:
     draft: float  # drafting seconds per step / forward_s: k * c in the speedup model
     verify: float  # verify seconds per step / forward_s: v, measured
     query_tokens: float  # mean tokens per verify (root + nodes)
+    disturbed: bool = False  # every step's timing was disturbed: these numbers are not this machine's own
 
 
 def step_cost(records: Iterable[StepRecord], forward_s: float) -> StepCost | None:
@@ -184,3 +207,37 @@ def expected_verify_cost(records: Iterable[StepRecord], v: Callable[[int], float
     """The mean of ``v(nodes + 1)`` over a run's steps: what a verify-cost curve says its verifies cost."""
     costs = [v(len(record.nodes) + 1) for record in records]
     return sum(costs) / len(costs) if costs else None
+
+
+@dataclass(frozen=True)
+class PlainReference:
+    """The plain step a run's timed numbers are measured against: seconds of one plain decoding step
+    on this machine, and where it comes from -- "run": the goodput controller's measure over the run's
+    undisturbed plain steps (the latest step's ``DecisionRecord.plain_step_s``); "plain": the run's own
+    undisturbed steps, for a run that drafts nothing; "probe": the cost probe's one-token forward
+    (``core.cost.curve``). ``disturbed`` of the run's ``steps`` had their timing disturbed."""
+
+    seconds: float
+    source: str
+    disturbed: int
+    steps: int
+
+
+MIN_PLAIN_STEPS = 3  # a run's own plain steps stand for plain decoding once there are this many
+
+
+def plain_reference(records: Iterable[StepRecord], probe_forward_s: float | None = None) -> PlainReference | None:
+    """THE plain reference of a run (``PlainReference``), read from its records up to the step shown;
+    ``probe_forward_s``: the cost probe's one-token forward, where nothing of the run measured one.
+    None with neither."""
+    records = list(records)
+    disturbed = sum(1 for r in records if r.disturbed)
+    decided = next((r.decision for r in reversed(records) if r.decision is not None), None)
+    if decided is not None:
+        return PlainReference(decided.plain_step_s, "run", disturbed, len(records))
+    plain = [r.draft_s + r.verify_s for r in records if not r.nodes and not r.disturbed]
+    if len(plain) >= MIN_PLAIN_STEPS and len(plain) == sum(1 for r in records if not r.disturbed):
+        return PlainReference(statistics.median(plain), "plain", disturbed, len(records))
+    if probe_forward_s:
+        return PlainReference(probe_forward_s, "probe", disturbed, len(records))
+    return None
