@@ -11,12 +11,13 @@ from typing import Any
 from core import UserError
 from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, HybridDrafter, NgramDrafter,
                            lookup)
-from core.common.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
-                         PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
+from core.common.limits import MAX_DEPTH, MAX_WIDTH
 from core.api.request import DecodeRequest, drafter_names
 from core.serving.monitor import is_loopback_host  # localhost, 127.x.x.x, ::1
 
 from .i18n import t
+from .page_limits import (PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS, PAGE_MAX_PROMPT_CHARS,
+                          PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DRAFTER_NAMES = drafter_names()

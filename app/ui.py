@@ -15,7 +15,7 @@ from .controls import ModelPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
-from .limits import RunGate, ServerLimits
+from .page_limits import RunGate, ServerLimits
 from .session import close_session, ensure
 from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
 from .views.monitor import MonitorPolicy
@@ -42,7 +42,7 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
     """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
     visitors may name their own target / draft models, and whether model code may run;
     ``monitor_policy``: the production monitor's default URL and whether it may poll other machines;
-    ``limits``: runs at once, the work per request, the queue (``app.limits``)."""
+    ``limits``: runs at once, the work per request, the queue (``app.page_limits``)."""
     presets = preset_choices(default_preset)
     gate = RunGate(limits)
     drafter = resolve_preset(default_preset).default_drafter

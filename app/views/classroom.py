@@ -13,7 +13,7 @@ from ..controls import DRAFTER_NAMES, choice, prompt_text
 from ..guard import guarded
 from ..i18n import t
 from ..lesson import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
-from ..limits import RunGate
+from ..page_limits import RunGate
 from ..predict import Predict
 from ..session import Run, Session, ensure
 from . import predict as predict_view

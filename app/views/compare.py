@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core.common.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
 from core.api.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
@@ -24,6 +23,7 @@ from ..figures.timeline import Lane, timeline_figure
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
+from ..page_limits import PAGE_MAX_TEMPERATURE
 from ..render import markdown_text
 from ..session import Session, comparison_points, ensure, model_name
 from .own_models import own_model_fields

@@ -7,7 +7,7 @@ import gradio as gr
 
 from ..controls import ModelPolicy
 from ..labels import Labels
-from ..limits import RunGate
+from ..page_limits import RunGate
 
 
 @dataclass(frozen=True)

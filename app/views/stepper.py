@@ -7,13 +7,12 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.common.limits import PAGE_MAX_TEMPERATURE
 
 from ..controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
 from ..guard import guarded
 from ..i18n import t
 from ..labels import Labels
-from ..limits import RunGate
+from ..page_limits import PAGE_MAX_TEMPERATURE, RunGate
 from ..render import summary_markdown
 from ..session import Run, Session, ensure
 from .own_models import own_model_fields
@@ -122,7 +121,7 @@ def build(page: Page, default_drafter: str) -> StepperView:
 
 
 def wire(view: StepperView, ctl: StepperControls, page: Page) -> None:
-    """The buttons' handlers; Step and Play take a decoding slot (``app.limits``) and check their own values."""
+    """The buttons' handlers; Step and Play take a decoding slot (``app.page_limits``) and check their own values."""
     state, lang, gate = page.state, page.lang, page.gate
     presets, policy = page.presets, page.policy
     handlers = handlers_for(view, state, presets, policy, gate)
