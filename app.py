@@ -56,10 +56,9 @@ def main() -> None:
                              f"comparison's runs (default: {defaults.run_budget})")
     args = parser.parse_args()
 
-    from app.controls import ModelPolicy
+    from app.controls import ModelPolicy, MonitorPolicy
     from app.metrics_route import metrics_route
     from app.ui import build_app, launch
-    from app.views.monitor import MonitorPolicy
     from core import UserError
     from core.models.loading import default_preset, resolve_preset
 

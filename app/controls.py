@@ -100,6 +100,22 @@ class ModelPolicy:
         return cls(own_models=own, trust_remote_code=trust_remote_code)
 
 
+@dataclass(frozen=True)
+class MonitorPolicy:
+    """Fixed when the server starts (app.py): the URL the field starts with, and whether targets
+    off this machine may be polled (off by default: no request forgery through a public page)."""
+
+    default_url: str = "http://127.0.0.1:7860/metrics"
+    allow_remote: bool = False
+
+    @classmethod
+    def for_server(cls, host: str, port: int, allow_remote: bool = False) -> "MonitorPolicy":
+        """The lab's own /metrics, reached over loopback when the server listens there or everywhere."""
+        own = "127.0.0.1" if is_loopback_host(host) or host in ("0.0.0.0", "::", "") else host
+        own = f"[{own}]" if ":" in own else own  # an IPv6 address: http://[2001:db8::1]:7860/metrics
+        return cls(default_url=f"http://{own}:{port}/metrics", allow_remote=allow_remote)
+
+
 def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:
     """A target or draft field: empty -> None (the preset's model); else an existing model folder
     (one with a config.json) or a hub id ``org/name``."""
