@@ -88,6 +88,9 @@ class TraceFolder:
 
 @dataclass
 class Shared:
+    """What more than one view reads or writes: set by the language toggle, Compare and Step by step;
+    read by every view (the language), Worth it? (the curve, the points), Step by step and Compare."""
+
     lang: str | None = None  # the language the toggle last switched to (None: never switched)
     cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
     cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)

@@ -6,10 +6,10 @@ from plotly.subplots import make_subplots
 
 from core.records.steps import StepRecord
 
+from ...figures.style import finish, whole_ticks
 from ...i18n import t
 from ...palette import drafter_color
 from ...series import run_series
-from ...figures.style import finish, whole_ticks
 
 
 def drafter_line(label: str) -> dict:
