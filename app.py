@@ -17,7 +17,7 @@ never runs unless ``--trust-remote-code`` is given.
 ``/metrics`` (the runs' counters in vLLM's names, docs/production.md) answers clients on this
 machine only, unless ``--allow-remote-metrics``; the Production monitor polls only endpoints on
 this machine (host names resolved first), unless ``--allow-remote-monitor``.
-Limits (``app.limits``, docs/app.md): ``--max-runs`` decoding requests at once over all visitors
+Limits (``app.page_limits``, docs/app.md): ``--max-runs`` decoding requests at once over all visitors
 (one long run per page), ``--run-budget`` new tokens x (draft tree nodes + 1) per request,
 ``--queue-size`` requests waiting in the queue. Past a limit a visitor gets a message at once.
 """
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--allow-remote-monitor", action="store_true",
                         help="let the Production monitor poll endpoints on other machines (request forgery risk "
                              "on a public server)")
-    from app.limits import ServerLimits
+    from app.page_limits import ServerLimits
 
     defaults = ServerLimits()
     parser.add_argument("--max-runs", type=int, default=defaults.max_runs,
@@ -56,10 +56,9 @@ def main() -> None:
                              f"comparison's runs (default: {defaults.run_budget})")
     args = parser.parse_args()
 
-    from app.controls import ModelPolicy
+    from app.controls import ModelPolicy, MonitorPolicy
     from app.metrics_route import metrics_route
     from app.ui import build_app, launch
-    from app.views.monitor import MonitorPolicy
     from core import UserError
     from core.models.loading import default_preset, resolve_preset
 

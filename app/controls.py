@@ -11,12 +11,13 @@ from typing import Any
 from core import UserError
 from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, HybridDrafter, NgramDrafter,
                            lookup)
-from core.common.limits import (MAX_DEPTH, MAX_WIDTH, PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS,
-                         PAGE_MAX_PROMPT_CHARS, PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
+from core.common.limits import MAX_DEPTH, MAX_WIDTH
 from core.api.request import DecodeRequest, drafter_names
 from core.serving.monitor import is_loopback_host  # localhost, 127.x.x.x, ::1
 
 from .i18n import t
+from .page_limits import (PAGE_MAX_COMPARE_RUNS, PAGE_MAX_MODEL_REF, PAGE_MAX_NEW_TOKENS, PAGE_MAX_PROMPT_CHARS,
+                          PAGE_MAX_SEED, PAGE_MAX_TEMPERATURE)
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 DRAFTER_NAMES = drafter_names()
@@ -97,6 +98,22 @@ class ModelPolicy:
         allowed."""
         own = not no_own_models and (allow_own_models or is_loopback_host(host))
         return cls(own_models=own, trust_remote_code=trust_remote_code)
+
+
+@dataclass(frozen=True)
+class MonitorPolicy:
+    """Fixed when the server starts (app.py): the URL the field starts with, and whether targets
+    off this machine may be polled (off by default: no request forgery through a public page)."""
+
+    default_url: str = "http://127.0.0.1:7860/metrics"
+    allow_remote: bool = False
+
+    @classmethod
+    def for_server(cls, host: str, port: int, allow_remote: bool = False) -> "MonitorPolicy":
+        """The lab's own /metrics, reached over loopback when the server listens there or everywhere."""
+        own = "127.0.0.1" if is_loopback_host(host) or host in ("0.0.0.0", "::", "") else host
+        own = f"[{own}]" if ":" in own else own  # an IPv6 address: http://[2001:db8::1]:7860/metrics
+        return cls(default_url=f"http://{own}:{port}/metrics", allow_remote=allow_remote)
 
 
 def model_ref(value, name: str, lang: str, policy: ModelPolicy) -> str | None:

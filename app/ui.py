@@ -1,26 +1,26 @@
-"""The page: a header with the language toggle, then one tab per view. Per-session data lives in
-one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
+"""The page: a header with the language toggle, then one tab per view of ``VIEWS``. Per-session data
+lives in one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import gradio as gr
 
 from core.common.limits import MAX_TRACE_BYTES
 from core.models import gemma
-from core.models.loading import PRESETS, resolve_preset
+from core.models.loading import PRESETS
 
 from . import memory
-from .controls import ModelPolicy
+from .controls import ModelPolicy, MonitorPolicy
 from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
-from .limits import RunGate, ServerLimits
+from .page_limits import RunGate, ServerLimits
 from .session import close_session, ensure
-from .views import batch, classroom, compare, monitor, replay, serving, stepper, worth
-from .views.monitor import MonitorPolicy
-from .views.page import Page
-from .views.worth import sliders
+from .views import batch_sizes, classroom, compare, production, replay, serving_engine, stepper, worth
+from .views.page import Page, View
 
 CSS_PATH = Path(__file__).with_name("page.css")
 JS_PATH = Path(__file__).with_name("page.js")  # run once when the page loads
@@ -37,15 +37,32 @@ def preset_choices(default_preset: str) -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class Tab:
+    id: str  # the tab's id (its element: ``tab-<id>``)
+    label: str  # the key of its label in ``app.i18n``
+    build: Callable[[Page], View]
+
+
+# The page, tab by tab: a new view is one line here (and its folder under app/views/).
+VIEWS = (
+    Tab("step", "tab.step", stepper.build),
+    Tab("compare", "tab.compare", compare.build),
+    Tab("classroom", "tab.classroom", classroom.build),
+    Tab("worth", "tab.worth", worth.build),
+    Tab("replay", "tab.replay", replay.build),
+    Tab("batch", "tab.batch", batch_sizes.build),
+    Tab("monitor", "tab.monitor", production.build),
+    Tab("serving", "tab.serving", serving_engine.build),
+)
+
+
 def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: ModelPolicy = ModelPolicy(),
               monitor_policy: MonitorPolicy = MonitorPolicy(), limits: ServerLimits = ServerLimits()) -> gr.Blocks:
     """Build the Blocks app; nothing is loaded until a run asks for a model. ``policy``: whether
     visitors may name their own target / draft models, and whether model code may run;
     ``monitor_policy``: the production monitor's default URL and whether it may poll other machines;
-    ``limits``: runs at once, the work per request, the queue (``app.limits``)."""
-    presets = preset_choices(default_preset)
-    gate = RunGate(limits)
-    drafter = resolve_preset(default_preset).default_drafter
+    ``limits``: runs at once, the work per request, the queue (``app.page_limits``)."""
     labels = Labels(lang)
     with gr.Blocks(title=t("app.title", lang)) as demo:
         state = gr.State(None, delete_callback=close_session)
@@ -53,51 +70,44 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
             labels.make(gr.Markdown, text="app.header", elem_id="app-header")
             lang_radio = gr.Radio(LANG_CHOICES, value=lang, show_label=False, elem_id="lang-toggle",
                                   container=False, scale=0, min_width=200)
-        page = Page(labels, state, lang_radio, presets, default_preset, policy, gate)
-        with gr.Tabs() as tabs:
-            with labels.make(gr.Tab, label="tab.step", id="step", elem_id="tab-step"):
-                step_view = stepper.build(page, drafter)
-            with labels.make(gr.Tab, label="tab.compare", id="compare", elem_id="tab-compare"):
-                compare_view = compare.build(page)
-            with labels.make(gr.Tab, label="tab.classroom", id="classroom", elem_id="tab-classroom"):
-                class_view = classroom.build(page)
-            with labels.make(gr.Tab, label="tab.worth", id="worth", elem_id="tab-worth") as worth_tab:
-                worth_view = worth.build(labels, state, lang_radio, worth_tab)
-            with labels.make(gr.Tab, label="tab.replay", id="replay", elem_id="tab-replay"):
-                replay_view = replay.build(labels, state, lang_radio, default_preset)
-            with labels.make(gr.Tab, label="tab.batch", id="batch", elem_id="tab-batch"):
-                batch_view = batch.build(page)
-            with labels.make(gr.Tab, label="tab.monitor", id="monitor", elem_id="tab-monitor"):
-                monitor_view = monitor.build(labels, state, lang_radio, monitor_policy)
-            with labels.make(gr.Tab, label="tab.serving", id="serving", elem_id="tab-serving"):
-                serving_view = serving.build(page)
+        page = Page(labels, state, lang_radio, preset_choices(default_preset), default_preset, policy, monitor_policy,
+                    RunGate(limits))
+        views = build_tabs(page)
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
-
-        tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
         lang_radio.change(None, lang_radio, js=GRADIO_LOCALE_JS)
-        status = step_view.status
-
-        @guarded(status)
-        def on_language(lang_value, session, alpha, k, c):
-            session = ensure(session)
-            session.lang = lang_value  # a run going on (Play, Compare) draws its next steps in it
-            values = {
-                **step_view.render(session, lang_value),
-                **compare_view.render(session, lang_value),
-                **class_view.render(session, lang_value),
-                **worth_view.render(session, lang_value, *sliders(lang_value, alpha, k, c)),
-                **replay_view.render(session, lang_value),
-                **batch_view.render(session, lang_value),
-                **monitor_view.render(session, lang_value),
-                **serving_view.render(session, lang_value),
-            }
-            return {state: session, **labels.updates(lang_value, values)}
-
-        views = (step_view, compare_view, class_view, worth_view, replay_view, batch_view, monitor_view, serving_view)
-        outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
-        lang_radio.change(on_language, [lang_radio, state, *worth_view.sliders], outputs, api_name="language",
-                          preprocess=False)
+        # a refused switch (a bad slider value sent to /language) is said in Step by step's status line
+        wire_language(page, list(views.values()), views["step"].status)
     return demo
+
+
+def build_tabs(page: Page) -> dict[str, View]:
+    """One tab per entry of ``VIEWS``, in order; the built views by tab id."""
+    views = {}
+    with gr.Tabs() as tabs:
+        for tab in VIEWS:
+            with page.labels.make(gr.Tab, label=tab.label, id=tab.id, elem_id=f"tab-{tab.id}") as component:
+                views[tab.id] = tab.build(replace(page, tab=component))
+    tabs.select(None, js=REDRAW_PLOTS_JS)  # plots drawn while their tab was hidden need the real width
+    return views
+
+
+def wire_language(page: Page, views: list[View], status: gr.Markdown) -> None:
+    """The language toggle redraws every view in the new language (each with its own inputs, if any)."""
+    state, labels = page.state, page.labels
+
+    @guarded(status)
+    def on_language(lang_value, session, *values):
+        session = ensure(session)
+        session.shared.lang = lang_value  # a run going on (Play, Compare) draws its next steps in it
+        shown, rest = {}, list(values)
+        for view in views:
+            mine, rest = rest[:len(view.language_inputs)], rest[len(view.language_inputs):]
+            shown.update(view.relabel(session, lang_value, *mine))
+        return {state: session, **labels.updates(lang_value, shown)}
+
+    inputs = [c for view in views for c in view.language_inputs]
+    outputs = list(dict.fromkeys([state, status, *labels.components, *(c for v in views for c in v.outputs)]))
+    page.lang.change(on_language, [page.lang, state, *inputs], outputs, api_name="language", preprocess=False)
 
 
 def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerLimits(),

@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from app.figures import batch_figure
-from app.views.batch import EXAMPLE_RESULTS, live_sweep, verdict_markdown
+from app.views.batch_sizes.figures import batch_figure
+from app.views.batch_sizes.sweeps import EXAMPLE_RESULTS, live_sweep
+from app.views.batch_sizes.view import verdict_markdown
 from core import UserError
 from app.palette import drafter_color
 from core.studies.batch_size import crossover, read_sweep_result

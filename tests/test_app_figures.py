@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 from app_server import TINY_MISSING, TINY_READY
 
-from app.figures import (MeasuredPoint, compare_figure, kv_grid_figure, live_figure, pool_figure, tree_figure,
-                         worth_figure)
+from app.figures import kv_grid_figure, live_figure, pool_figure, tree_figure
 from app.i18n import TEXT, t
 from app.render import markdown_text, step_sentence, summary_markdown, text_html
+from app.runs import Run
 from app.series import run_series
-from app.session import Run, comparison_points, measured_point
-from app.views.compare import flag_lines
-from app.views.compare import table as compare_table
-from app.views.worth import points_table, readout
+from app.shared import MeasuredPoint, comparison_points, measured_point
+from app.views.compare.figures import compare_figure
+from app.views.compare.view import flag_lines
+from app.views.compare.view import table as compare_table
+from app.views.worth.figures import worth_figure
+from app.views.worth.view import points_table, readout
 from core import UserError, generate, read_trace
 from core.cost.curve import CostCurve
 from app.palette import drafter_color
@@ -241,9 +243,9 @@ def test_a_step_run_made_before_any_compare_gets_c_and_v_once_a_curve_is_measure
     """No one-token forward of this machine is known: c and v are dashes, and the page says why and
     how to get them; once a Compare has measured the curve, the run gets them."""
     from app.session import Session
-    from app.views.worth import missing_cost
+    from app.views.worth.view import missing_cost
 
-    session = Session()
+    session = Session().shared
     target = runs["chain"].target
     session.add_run("draft · k=4", runs["chain"].steps, 4, target, None)
     [point] = session.points
@@ -302,7 +304,7 @@ def test_compare_flags_a_speedup_above_tau_and_noisy_repeats(runs):
 
 
 def test_compare_folds_its_warnings_into_one_counted_line(runs):
-    from app.views.compare import warnings_html
+    from app.views.compare.view import warnings_html
     from core.api.request import DecodeRequest
     from core.studies.comparison import Comparison, TimedSetup
 
@@ -349,7 +351,7 @@ def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     assert point.speedup == comparison.speedup(comparison.setups[1]).median
     assert worth["speedup (predicted)"][0] == f"{point.predicted:.2f}×"
 
-    from app.views.compare import duration, estimate_line, seconds_left
+    from app.views.compare.view import duration, estimate_line, seconds_left
     # the time left, from what was measured: before the start one forward per token, at the end nothing
     assert seconds_left(requests, 2, forward_s=0.01) == pytest.approx(2 * (WARMUP_TOKENS + 2 * 10) * 0.01)
     assert seconds_left(requests, 2) is None and "No estimate yet" in estimate_line(requests, 2, None, "en")
@@ -438,26 +440,28 @@ def test_the_example_button_loads_the_trace_of_the_apps_preset(tmp_path):
     preset with none says so; an uploaded file leaves the box empty for the next one (no Clear first)."""
     from app.session import Session
     from app.views.panels import StepPanels
-    from app.views.replay import EXAMPLE_TRACES, ReplayView, handlers
+    from app.views.replay import ReplayState
+    from app.views.replay.view import EXAMPLE_TRACES, ReplayView, handlers
 
     state, status, upload = object(), object(), object()
     view = ReplayView(StepPanels(*(object() for _ in range(6))), status, object(), object(), object())
     for preset, path in EXAMPLE_TRACES.items():
         assert read_trace(path).header["preset"] == preset
         out = handlers(view, state, upload, preset)["example"]("en", Session())
-        assert out[state].replay.header["preset"] == preset and f"example trace of the {markdown_text(preset)}" in out[status]
+        assert out[state].of(ReplayState).trace.header["preset"] == preset and f"example trace of the {markdown_text(preset)}" in out[status]
     out = handlers(view, state, upload, "my/own-model")["example"]("en", Session())
-    assert out[state].replay.header["preset"] == "tiny" and "own\\-model has no example trace" in out[status]
+    assert out[state].of(ReplayState).trace.header["preset"] == "tiny" and "own\\-model has no example trace" in out[status]
     on_upload = handlers(view, state, upload, "tiny")["upload"]
     session = Session()
     for path in (EXAMPLE_TRACES["gemma-270m"], EXAMPLE_TRACE):  # a second file, straight after the first
         out = on_upload("en", session, str(path))
-        assert out[upload] is None and out[state].replay.header["prompt"] == read_trace(path).header["prompt"]
+        assert out[upload] is None and out[state].of(ReplayState).trace.header["prompt"] == read_trace(path).header["prompt"]
 
 
 def test_stopping_a_run_returns_its_kv_blocks():
     from app.controls import StepControls, run_request
-    from app.session import Run, Session
+    from app.runs import Run
+    from app.session import Session
 
     run = Run(run_request("en", ["tiny"], StepControls("我爱", "tiny", "draft", 3, 2, 0, 0, 40)))
     for _ in range(3):
@@ -468,7 +472,7 @@ def test_stopping_a_run_returns_its_kv_blocks():
     assert run.result.kv["blocks_in_use_after"] == 0
     assert len(run.result.steps) == 3
     session = Session()
-    path = session.save_trace(run)
+    path = session.shared.traces.save(run)
     assert len(read_trace(path).steps) == 3
     session.close()
     assert not Path(path).exists()
@@ -577,7 +581,7 @@ def test_english_counts_of_one_are_singular():
 
 
 def test_the_live_lesson_says_what_the_real_run_did(runs):
-    from app.lesson import ILLUSTRATED, live_note
+    from app.views.classroom.content import ILLUSTRATED, live_note
 
     steps = runs["chain"].steps  # tiny on 我爱: it accepts drafts, and does not write 爱中国 next
     best = max(steps, key=lambda s: s.accepted_length)
@@ -591,7 +595,7 @@ def test_the_live_lesson_says_what_the_real_run_did(runs):
 
 
 def test_lesson_frames_tell_the_article_example():
-    from app.lesson import FRAMES, frame_caption, frame_figure, lesson_text
+    from app.views.classroom.content import FRAMES, frame_caption, frame_figure, lesson_text
 
     texts = lambda fig: [x for trace in fig.data for x in (trace.text or [])]  # noqa: E731
     assert len(frame_figure(0, "zh").data[1].text) == 4  # four forwards of the target alone
@@ -607,7 +611,7 @@ def test_lesson_frames_tell_the_article_example():
 
 def test_the_scene_4_bars_keep_their_numbers_inside_the_figure():
     """Presentation scene 4 ("3 vs 1"): plotly's own range ends at the tallest bar and cut its label."""
-    from app.lesson import frame_figure
+    from app.views.classroom.content import frame_figure
 
     fig = frame_figure(3, "zh")
     [bars] = fig.data
@@ -618,8 +622,8 @@ def test_the_scene_4_bars_keep_their_numbers_inside_the_figure():
 def test_the_vllm_scene_follows_one_request_through_a_serving_step():
     """Scene 5: the draft proposes, the scheduler reserves a slot per candidate, one verify and the
     rejection sampler judge them, the refused slots are given back; the caption names the lab's bridge."""
-    from app.figures.lesson import serving_stages
-    from app.lesson import FRAMES, MISSED_GUESS, frame_caption, frame_figure
+    from app.views.classroom.figures import serving_stages
+    from app.views.classroom.content import FRAMES, MISSED_GUESS, frame_caption, frame_figure
 
     proposed, reserved, judged, after = serving_stages(["我"], MISSED_GUESS, accepted=2, correction="国")
     states = lambda row: [slot.state for slot in row]  # noqa: E731
@@ -639,8 +643,8 @@ def test_the_vllm_scene_follows_one_request_through_a_serving_step():
 
 def test_part_2_says_what_the_chosen_drafter_really_drafts():
     """The shape line under the live run's buttons, checked against real runs at the classroom's k."""
-    from app.lesson import drafted_range, drafting_sentence
-    from app.views.classroom import LIVE_K
+    from app.views.classroom.content import drafted_range, drafting_sentence
+    from app.views.classroom.view import LIVE_K
 
     options = dict(preset="tiny", k=LIVE_K, max_new_tokens=12)
     hybrid = [len(s.nodes) for s in generate("我爱", drafter="hybrid", **options).steps if s.nodes]
@@ -657,7 +661,7 @@ def test_part_2_says_what_the_chosen_drafter_really_drafts():
 def test_the_lesson_names_the_live_plot_it_points_at():
     """The lesson said "the curve at the bottom right" of a plot drawn at the left: it names the panel."""
     from app.figures.live import live_figure
-    from app.lesson import lesson_text
+    from app.views.classroom.content import lesson_text
 
     for lang in ("zh", "en"):
         titles = [a.text for a in live_figure([], lang).layout.annotations]
@@ -667,7 +671,7 @@ def test_the_lesson_names_the_live_plot_it_points_at():
 
 
 def test_the_scaling_figure_draws_each_share_of_the_data_in_its_drafters_colour():
-    from app.figures.scaling import scaling_figure
+    from app.views.worth.scaling_figure import scaling_figure
 
     runs = [{"drafter": d, "fraction": f, "positions": round(f * 1_000_000), "tau": 1 + f, "per_position": [0.5] * 6}
             for f in (1, 0.2, 0.05) for d in ("eagle3", "eagle")]

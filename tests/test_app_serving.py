@@ -10,9 +10,9 @@ import pytest
 from app_driver import browser_page, missing_browser, open_app, open_tab
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 
-from app.figures.serving import MASK_KINDS, kv_pair_figure, mask_matrix, masks_figure, timeline_figure
-from app.session import ServingRun
-from app.views.serving import parse_requests, questions_markdown, serving_requests, status_markdown
+from app.views.serving_engine.figures import MASK_KINDS, kv_pair_figure, mask_matrix, masks_figure, timeline_figure
+from app.views.serving_engine.state import ServingRun
+from app.views.serving_engine.view import parse_requests, questions_markdown, serving_requests, status_markdown
 from core import UserError, target_greedy
 from core.models import gemma
 from core.records.metrics import tally
@@ -97,7 +97,7 @@ def test_kv_grids_are_the_engines_blocks_for_target_and_draft(served):
 def test_a_mask_with_nothing_drafted_is_readable(served):
     """A request's last step often drafts nothing: its mask is the root row alone, which was a black
     box. The root's row is a mid tone, the box says why it is one row, the title that it is the last step."""
-    from app.figures.serving import MASK_ROOT
+    from app.views.serving_engine.figures import MASK_ROOT
 
     red, green, blue = (int(MASK_ROOT[i:i + 2], 16) / 255 for i in (1, 3, 5))
     assert 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.25  # not near-black
@@ -125,8 +125,8 @@ def test_q4_finds_the_shipped_sweep_whatever_its_labels():
     lives in gemma-cpu-batch/ (gemma-cpu/bench.json has no sweep): Q4 finds it for every drafter in it."""
     import json
 
-    from app.views.batch import EXAMPLE_RESULTS
-    from app.views.serving import sweep_entries
+    from app.views.batch_sizes.sweeps import EXAMPLE_RESULTS
+    from app.views.serving_engine.view import sweep_entries
 
     crossover = json.loads(EXAMPLE_RESULTS["gemma-270m"].read_text())["batch_crossover"]
     assert sweep_entries(crossover, "eagle3", 4) == [("eagle3:4", crossover["eagle3:4"])]

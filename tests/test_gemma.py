@@ -157,8 +157,8 @@ def test_the_classroom_opening_writes_the_illustrations_words_and_does_not_loop(
     write 爱中国，我爱中国，我爱中国，…), with a step where the draft pays and one where it misses."""
     import re
 
-    from app.lesson import ILLUSTRATED, LIVE_PROMPT
-    from app.views.classroom import LIVE_K, LIVE_MAX_NEW_TOKENS
+    from app.views.classroom.content import ILLUSTRATED, LIVE_PROMPT
+    from app.views.classroom.view import LIVE_K, LIVE_MAX_NEW_TOKENS
     from core import generate
     from core.models.loading import resolve_preset
 

@@ -206,7 +206,7 @@ def test_a_node_tooltip_has_log_probs_alternatives_and_entropy(sampled):
 
 
 def test_predict_mode_scores_each_drafted_token(sampled):
-    from app.predict import Predict, hidden
+    from app.views.classroom.prediction import Predict, hidden
 
     record = next(r for r in sampled if r.nodes and 0 < r.accepted_length < len(r.nodes))
     kept = {n.id for n in record.nodes if n.status == "accepted"}
@@ -228,7 +228,7 @@ def test_the_batch_question_is_answered_by_the_shipped_sweep():
     import json
     from pathlib import Path
 
-    from app.predict import batch_question
+    from app.views.classroom.prediction import batch_question
 
     sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu-vllm/bench.json").read_text())
     q = batch_question(sweep)

@@ -173,7 +173,8 @@ def gradio_config(conn, stop):
 def test_a_json_page_such_as_gradios_config_gets_one_line_in_the_pages_language(lang, said):
     """The monitor pointed at the app's /config (JSON, not metrics): one line in the page's language
     naming the address, quoting nothing of the reply."""
-    from app.views.monitor import MonitorPolicy, read
+    from app.controls import MonitorPolicy
+    from app.views.production.view import read
 
     server = Hostile(gradio_config)
     try:

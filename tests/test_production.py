@@ -82,7 +82,7 @@ def test_the_monitor_reads_back_the_engines_numbers(eagle_run):
 def test_a_vllm_sample_parses_into_windows_and_figures():
     """tests/data/vllm_metrics_t{0,1}.txt: two scrapes 10 s apart, written after vLLM's metric names,
     labels (model_name, engine, 0-based position) and prometheus-client's text format."""
-    from app.figures import monitor_figure
+    from app.views.production.figures import monitor_figure
 
     before = parse((DATA / "vllm_metrics_t0.txt").read_text(), t=100.0)
     after = parse((DATA / "vllm_metrics_t1.txt").read_text(), t=110.0)
@@ -109,7 +109,7 @@ def test_a_vllm_sample_parses_into_windows_and_figures():
 def test_a_window_shows_only_the_positions_it_drafted_at():
     """The counter keeps every position label it ever saw: after a k = 8 run, a k = 4 run's windows
     showed positions 5-8 as zeros. A window reads up to its mean draft length or its last acceptance."""
-    from app.figures import monitor_figure
+    from app.views.production.figures import monitor_figure
 
     old = (50.0, 40.0, 30.0, 20.0, 10.0, 5.0, 2.0, 1.0)  # an earlier k = 8 run
     before = Scrape(t=0, drafts=100, draft_tokens=800, accepted_tokens=158, accepted_per_position=old)
@@ -128,7 +128,7 @@ def test_a_window_shows_only_the_positions_it_drafted_at():
 
 def test_the_verdict_mark_is_drawn_by_the_page_not_an_emoji():
     """✅ rendered as a box on a machine without an emoji font: the verdict starts with a CSS mark."""
-    from app.views.monitor import verdict_line
+    from app.views.production.view import verdict_line
 
     before = parse((DATA / "vllm_metrics_t0.txt").read_text(), t=100.0)
     watch = Watch(url="http://127.0.0.1:8000/metrics", first=before, last=before)

@@ -138,6 +138,8 @@ def handlers():
 def _call(handlers, api_name: str, values: list) -> list[dict]:
     """Every update the handler yields; assert none is an internal error; stop any run it began."""
     from app.session import Session
+    from app.views.classroom import ClassroomState
+    from app.views.stepper import StepperState
 
     updates = list(handlers[api_name].fn(*values))
     shown = " ".join(str(v) for u in updates for v in u.values() if isinstance(v, str))
@@ -146,7 +148,7 @@ def _call(handlers, api_name: str, values: list) -> list[dict]:
     sessions = [v for u in updates for v in u.values() if isinstance(v, Session)]
     for session in sessions[-1:]:
         session.close()
-        for run in (session.run, session.lesson_run):
+        for run in (session.of(StepperState).run, session.of(ClassroomState).run):
             assert run is None or run.result.kv["blocks_in_use_after"] == 0
     return updates
 

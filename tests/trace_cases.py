@@ -75,14 +75,16 @@ def render_replay(trace, lang: str = "en") -> Rendered:
     builds it (``ReplayView.render`` with stand-in components)."""
     from app.session import Session
     from app.views.panels import StepPanels
-    from app.views.replay import ReplayView
+    from app.views.replay import ReplayState
+    from app.views.replay.view import ReplayView
 
     panels = StepPanels(*(object() for _ in range(6)))
     view = ReplayView(panels, object(), object(), object(), object())
-    session = Session(replay=trace)
+    session = Session()
+    session.of(ReplayState).trace = trace
     start, size, texts = time.process_time(), 0, []
     for index in sorted({0, len(trace.steps) - 1}):
-        session.replay_index = index
+        session.of(ReplayState).index = index
         for value in view.render(session, lang).values():
             if isinstance(value, go.Figure):
                 size += len(value.to_json())

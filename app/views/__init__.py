@@ -1,1 +1,2 @@
-"""One module per tab of the app; each builds its layout and wires its own handlers."""
+"""One folder per tab of the page (its view, state and figures), and the parts several tabs share:
+``page`` (what a view is built with), ``panels`` (a step's panels), ``own_models``, ``upload``."""

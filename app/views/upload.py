@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..guard import guarded
-from ..limits import upload_too_large
+from ..page_limits import upload_too_large
 
 
 def refusal(upload: gr.File, lang: gr.Radio, status: gr.Markdown) -> None:

@@ -1,6 +1,7 @@
 """Every bound the lab enforces, defined once: what one request may ask for (``DecodeRequest``), the
-draft shapes, what the page offers a visitor (tighter: a shared server), and what a trace file may
-hold (``core.records.trace``, which reads files written by any earlier version of the lab)."""
+draft shapes, and what a trace file may hold (``core.records.trace``, which reads files written by
+any earlier version of the lab). The page's tighter bounds for a visitor are the app's own
+(``app.page_limits``)."""
 from __future__ import annotations
 
 # ---- one request (CLI, Python API, the page: DecodeRequest validates them) ---------------------
@@ -18,14 +19,6 @@ MAX_DEPTH = 16  # draft levels
 MAX_TREE_NODES = 128  # nodes one verify may hold
 MAX_ALTERNATIVES = 5  # the target's top tokens an inspected step records per verified position
 MAX_REJECTION_TOKENS = 16  # candidate tokens an inspected step records for its rejected node
-
-# ---- the page (a shared server): tighter than a request's ---------------------------------------
-PAGE_MAX_PROMPT_CHARS = 2000
-PAGE_MAX_NEW_TOKENS = 512
-PAGE_MAX_TEMPERATURE = 2.0
-PAGE_MAX_SEED = 2**31 - 1  # what a browser's number field holds exactly
-PAGE_MAX_MODEL_REF = 300
-PAGE_MAX_COMPARE_RUNS = 16
 
 # ---- trace files (docs/trace.md): what any run could have written, nothing more -----------------
 MIB = 2**20

@@ -6,10 +6,10 @@ from plotly.subplots import make_subplots
 
 from core.serving.monitor import Watch
 
-from ..i18n import t
-from ..palette import COLORS
-from .live import RUNNING, per_position_bars
-from .style import finish, whole_ticks
+from ...figures.live import RUNNING, per_position_bars
+from ...figures.style import finish, whole_ticks
+from ...i18n import t
+from ...palette import COLORS
 
 
 def monitor_figure(watch: Watch, lang: str) -> go.Figure:

@@ -2,38 +2,19 @@
 machine's verify-cost curve v(n) with each run's own verifies beside it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify, wallclock_speedup
 
-from ..i18n import t
-from ..palette import COLORS
-from .style import finish
+from ...figures.style import finish
+from ...i18n import t
+from ...palette import COLORS
+from ...shared import MeasuredPoint
 
 ALPHAS = [i / 100 for i in range(0, 100)] + [0.995]
 REFERENCE_KS = (1, 2, 4, 8)
-
-
-@dataclass(frozen=True)
-class MeasuredPoint:
-    """One finished run of this session (or a Compare set-up's repeats), reduced to what the model talks about."""
-
-    label: str
-    alpha: float  # the run's acceptance rate
-    k: int  # draft depth from its settings
-    draft_cost: float | None  # core.records.metrics.draft_cost: drafting time / verify time (as Compare shows it)
-    c: float | None  # drafting time per drafted position, in one-token target forwards
-    tokens_per_verify: float  # measured tau
-    speedup: float | None  # median wall-clock speedup over the baseline of the same comparison
-    v: float | None = None  # measured verify cost: verify time per step in one-token forwards
-    v_model: float | None = None  # what the cost curve says its verifies cost
-    predicted: float | None = None  # tau / (k*c + v_model)
-    v_by_nodes: dict[int, float] = field(default_factory=dict)  # the run's own v(n) points
-    tree: bool = False  # it drafted trees: alpha counts every node, siblings included
 
 
 def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], lang: str,

@@ -1,4 +1,4 @@
-"""Step by step: one run, advanced a step at a time (or played), every panel redrawn per step."""
+"""Step by step's layout and handlers: the controls, the step panels, and Step, Play, Pause, Stop, Reset."""
 from __future__ import annotations
 
 import time
@@ -7,25 +7,27 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.common.limits import PAGE_MAX_TEMPERATURE
+from core.models.loading import resolve_preset
 
-from ..controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
-from ..guard import guarded
-from ..i18n import t
-from ..labels import Labels
-from ..limits import RunGate
-from ..render import summary_markdown
-from ..session import Run, Session, ensure
-from .own_models import own_model_fields
-from .page import Page
-from .panels import StepPanels, step_panels
+from ...controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
+from ...guard import guarded
+from ...i18n import t
+from ...labels import Labels
+from ...page_limits import PAGE_MAX_TEMPERATURE, RunGate
+from ...render import summary_markdown
+from ...runs import Run
+from ...session import Session, ensure
+from ..own_models import own_model_fields
+from ..page import Page, View
+from ..panels import StepPanels, step_panels
+from .state import StepperState
 
 PLAY_DELAY_S = 0.4
 DEFAULT_PROMPT = "我爱"
 
 
 @dataclass
-class StepperView:
+class StepperView(View):
     panels: StepPanels
     status: gr.Markdown
     summary: gr.Markdown
@@ -37,22 +39,23 @@ class StepperView:
 
     def render(self, session: Session, lang: str) -> dict:
         """Everything the view shows for the session's current run."""
-        run = session.run
+        mine = session.of(StepperState)
+        run = mine.run
         if run is None:
             return {**self.panels.blank(lang), self.status: "", self.summary: "",
                     self.download: gr.update(value=None, interactive=False)}
-        curve = session.curve_for(run.decoder.target.path) or run.curve()
-        out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=session.expand_tree)
-        out[self.status] = self._status_line(run, session, lang)
+        curve = session.shared.curve_for(run.decoder.target.path) or run.curve()
+        out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=mine.expand_tree)
+        out[self.status] = self._status_line(run, mine.playing, lang)
         out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
         return out
 
-    def _status_line(self, run: Run, session: Session, lang: str) -> str:
+    def _status_line(self, run: Run, playing: bool, lang: str) -> str:
         request = run.request
         last = run.records[-1] if run.records else None
         tokens = last.new_tokens_total if last else 0
         forwards = last.target_forwards_total if last else 0
-        state = "run.done" if run.done else ("run.playing" if session.playing else "run.ready")
+        state = "run.done" if run.done else ("run.playing" if playing else "run.ready")
         line = t("run.status", lang, label=request.label(), temperature=request.temperature, seed=request.seed,
                  tokens=tokens, max=request.max_new_tokens, forwards=forwards, state=t(state, lang))
         if run.done and run.result is not None and run.result.stop_reason == "cancelled":
@@ -108,9 +111,10 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
     return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
-def build(page: Page, default_drafter: str) -> StepperView:
+def build(page: Page) -> StepperView:
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
+            default_drafter = resolve_preset(page.default_preset).default_drafter
             ctl = build_controls(page.labels, page.presets, page.default_preset, default_drafter, page.policy)
             status = gr.Markdown(elem_id="step-status", elem_classes=["sdl-status"])
             summary = gr.Markdown(elem_id="step-summary")
@@ -122,7 +126,7 @@ def build(page: Page, default_drafter: str) -> StepperView:
 
 
 def wire(view: StepperView, ctl: StepperControls, page: Page) -> None:
-    """The buttons' handlers; Step and Play take a decoding slot (``app.limits``) and check their own values."""
+    """The buttons' handlers; Step and Play take a decoding slot (``app.page_limits``) and check their own values."""
     state, lang, gate = page.state, page.lang, page.gate
     presets, policy = page.presets, page.policy
     handlers = handlers_for(view, state, presets, policy, gate)
@@ -137,7 +141,7 @@ def wire(view: StepperView, ctl: StepperControls, page: Page) -> None:
 
     def expand(lang_value, session, whole: bool):
         session = ensure(session)
-        session.expand_tree = bool(whole)
+        session.of(StepperState).expand_tree = bool(whole)
         return {state: session, **view.render(session, lang_value)}
 
     view.panels.expand.change(expand, [lang, state, view.panels.expand], outputs, api_visibility="private")
@@ -155,23 +159,25 @@ class StepperHandlers:
 
     def advance(self, session: Session, lang_value: str) -> dict:
         """One step of the session's run; the step that ends it offers the trace for download."""
-        run = session.run
+        mine, shared = session.of(StepperState), session.shared
+        run = mine.run
         record = run.step()
         out = {self.state: session, **self.view.render(session, lang_value)}
         if record is not None and run.done:
-            session.playing = False
-            out[self.view.download] = gr.update(value=session.save_trace(run), interactive=True)
-            session.add_run(run.request.label(), run.result.steps, run.request.shape.depth, run.result.target,
-                            session.curve_for(run.result.target) or run.curve())
+            mine.playing = False
+            out[self.view.download] = gr.update(value=shared.traces.save(run), interactive=True)
+            shared.add_run(run.request.label(), run.result.steps, run.request.shape.depth, run.result.target,
+                           shared.curve_for(run.result.target) or run.curve())
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):
         request = run_request(lang_value, self.presets, StepControls(*values), policy=self.policy)
         self.gate.check_budget([request], lang_value)
-        if session.run is not None:
-            session.run.stop()
+        mine = session.of(StepperState)
+        if mine.run is not None:
+            mine.run.stop()
         yield {self.state: session, self.view.status: t("run.loading", lang_value)}
-        session.run = Run(request)
+        mine.run = Run(request)
 
     def changed(self, session: Session, lang_value: str, values: tuple) -> str:
         """A line asking for Reset when the controls no longer describe the run going on."""
@@ -179,17 +185,18 @@ class StepperHandlers:
             request = run_request(lang_value, self.presets, StepControls(*values), policy=self.policy)
         except UserError:
             request = None
-        return t("run.changed", lang_value) if request != session.run.request else ""
+        return t("run.changed", lang_value) if request != session.of(StepperState).run.request else ""
 
     def step(self, lang_value, session, *values):
         session = ensure(session)
+        mine = session.of(StepperState)
         with self.gate.slot(session, lang_value):
             note = ""
-            if session.run is None or session.run.done:
+            if mine.run is None or mine.run.done:
                 yield from self.start(session, lang_value, values)
             else:
                 note = self.changed(session, lang_value, values)
-            lang_value = session.language(lang_value)  # switched while the step waited for its slot
+            lang_value = session.shared.language(lang_value)  # switched while the step waited for its slot
             out = self.advance(session, lang_value)
             if note:
                 out[self.view.status] = f"{out[self.view.status]}<br>{note}"
@@ -197,39 +204,42 @@ class StepperHandlers:
 
     def play(self, lang_value, session, *values):
         session = ensure(session)
+        mine, shared = session.of(StepperState), session.shared
         with self.gate.slot(session, lang_value, long=True):
-            if session.run is None or session.run.done:
+            if mine.run is None or mine.run.done:
                 yield from self.start(session, lang_value, values)
-            session.playing = True
+            mine.playing = True
             try:
-                while session.playing and not session.run.done:
-                    yield self.advance(session, session.language(lang_value))  # a switch mid-run shows at once
+                while mine.playing and not mine.run.done:
+                    yield self.advance(session, shared.language(lang_value))  # a switch mid-run shows at once
                     time.sleep(PLAY_DELAY_S)
             except GeneratorExit:  # Gradio closes the handler when its client goes away: stop decoding
-                session.run.stop()
+                mine.run.stop()
                 raise
             finally:
-                session.playing = False
-        yield {self.view.status: self.view.render(session, session.language(lang_value))[self.view.status]}
+                mine.playing = False
+        yield {self.view.status: self.view.render(session, shared.language(lang_value))[self.view.status]}
 
     def pause(self, lang_value, session):
         session = ensure(session)
-        session.playing = False
+        session.of(StepperState).playing = False
         return {self.state: session}
 
     def stop(self, lang_value, session):
         session = ensure(session)
-        session.playing = False
-        run, trace = session.run, {}
+        mine = session.of(StepperState)
+        mine.playing = False
+        run, trace = mine.run, {}
         if run is not None and not run.done:
             run.stop()
-            trace = {self.view.download: gr.update(value=session.save_trace(run), interactive=True)}
+            trace = {self.view.download: gr.update(value=session.shared.traces.save(run), interactive=True)}
         return {self.state: session, **self.view.render(session, lang_value), **trace}
 
     def reset(self, lang_value, session):
         session = ensure(session)
-        session.playing = False
-        if session.run is not None:
-            session.run.stop()
-        session.run = None
+        mine = session.of(StepperState)
+        mine.playing = False
+        if mine.run is not None:
+            mine.run.stop()
+        mine.run = None
         return {self.state: session, **self.view.render(session, lang_value)}

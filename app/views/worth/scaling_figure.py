@@ -6,9 +6,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 
-from ..i18n import t
-from ..palette import drafter_color
-from .style import empty, finish
+from ...figures.style import empty, finish
+from ...i18n import t
+from ...palette import drafter_color
 
 DASHES = ("dot", "dash", "solid")  # the smallest share dotted, all of the data solid
 

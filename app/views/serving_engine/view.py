@@ -17,16 +17,17 @@ from core import UserError
 from core.records.metrics import tally
 from core.api.request import DecodeRequest
 
-from ..controls import DRAFTER_NAMES, SERVING_DEFAULT, choice, number, prompt_text
-from ..figures.serving import kv_pair_figure, masks_figure, timeline_figure
-from ..figures.style import empty
-from ..guard import guarded
-from ..i18n import t
-from ..session import ServingRun, Session, ensure
-from .batch import EXAMPLE_RESULTS
-from .page import Page
+from ...controls import DRAFTER_NAMES, SERVING_DEFAULT, choice, number, prompt_text
+from ...figures.style import empty
+from ...guard import guarded
+from ...i18n import t
+from ...session import Session, ensure
+from ..batch_sizes.sweeps import EXAMPLE_RESULTS
+from ..page import Page, View
+from .figures import kv_pair_figure, masks_figure, timeline_figure
+from .state import ServingRun, ServingState
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BLOCK_SIZE = 4  # small blocks, so a step's returned blocks show in a small grid
 MAX_REQUESTS = 8
 MAX_BUDGET = 64
@@ -177,7 +178,7 @@ def _large_batch(run: ServingRun, lang: str) -> str:
 
 
 @dataclass
-class ServingView:
+class ServingView(View):
     status: gr.Markdown
     timeline: gr.Plot
     masks: gr.Plot
@@ -189,7 +190,7 @@ class ServingView:
         return [self.status, self.timeline, self.masks, self.kv, self.questions]
 
     def render(self, session: Session, lang: str, changed: bool = False) -> dict:
-        run = session.serving
+        run = session.of(ServingState).run
         if run is None or not run.steps:
             hint = empty(t("hint.press_step", lang))
             return {self.status: status_markdown(run, lang), self.timeline: hint, self.masks: hint, self.kv: hint,
@@ -201,7 +202,7 @@ class ServingView:
 
 
 def build(page: Page) -> ServingView:
-    labels, state, lang, presets, default_preset = page.labels, page.state, page.lang, page.presets, page.default_preset
+    labels, presets, default_preset = page.labels, page.presets, page.default_preset
     labels.make(gr.Markdown, text="serve.intro")
     with gr.Row():
         with gr.Column(scale=1, min_width=300):
@@ -225,7 +226,7 @@ def build(page: Page) -> ServingView:
             kv = labels.make(gr.Plot, elem_id="serve-kv", label="serve.panel_kv")
             questions = gr.Markdown(elem_id="serve-questions")
     view = ServingView(status, timeline, masks, kv, questions)
-    wire(view, buttons, [requests, preset, drafter, k, max_batch], state, lang, presets)
+    wire(view, buttons, [requests, preset, drafter, k, max_batch], page.state, page.lang, presets)
     return view
 
 
@@ -249,26 +250,28 @@ class ServingHandlers:
         text, preset, drafter, k, max_batch = values
         requests = serving_requests(lang_value, self.presets, text, preset, drafter, k)
         batch = number(max_batch, "serve.max_batch", lang_value, 1, MAX_SERVING_BATCH, integer=True)
-        if session.serving is not None:
-            session.serving.stop()
+        mine = session.of(ServingState)
+        if mine.run is not None:
+            mine.run.stop()
         yield {self.state: session, self.view.status: t("run.loading", lang_value)}
-        session.serving = ServingRun(requests, batch)
-        session.serving_settings = values
+        mine.run = ServingRun(requests, batch)
+        mine.settings = values
 
     def step(self, lang_value, session, *values):
         session = ensure(session)
-        run = session.serving
-        if run is None or run.done:
+        mine = session.of(ServingState)
+        if mine.run is None or mine.run.done:
             yield from self.start(session, lang_value, values)
-        session.serving.step()
+        mine.run.step()
         yield {self.state: session, **self.view.render(session, lang_value, self.changed(session, values))}
 
     def run(self, lang_value, session, *values):
         session = ensure(session)
-        if session.serving is None or session.serving.done:
+        mine = session.of(ServingState)
+        if mine.run is None or mine.run.done:
             yield from self.start(session, lang_value, values)
         changed = self.changed(session, values)
-        while session.serving.step() is not None:
+        while mine.run.step() is not None:
             yield {self.state: session, **self.view.render(session, lang_value, changed)}
             time.sleep(RUN_DELAY_S)
         yield {self.state: session, **self.view.render(session, lang_value)}
@@ -276,11 +279,13 @@ class ServingHandlers:
     @staticmethod
     def changed(session: Session, values: tuple) -> bool:
         """Whether the controls differ from the running batch's (they apply after Reset)."""
-        return tuple(values) != session.serving_settings and not session.serving.done
+        mine = session.of(ServingState)
+        return tuple(values) != mine.settings and not mine.run.done
 
     def reset(self, lang_value, session):
         session = ensure(session)
-        if session.serving is not None:
-            session.serving.stop()
-        session.serving = None
+        mine = session.of(ServingState)
+        if mine.run is not None:
+            mine.run.stop()
+        mine.run = None
         return {self.state: session, **self.view.render(session, lang_value)}

@@ -1,6 +1,7 @@
-"""What one server allows, so that no visitor can pin it: decoding runs at once (all visitors
-together, and one long run per browser session), the work one request may ask for, and how many
-requests may wait in Gradio's queue. A request beyond a limit is answered at once with a message
+"""What the page allows: the values a visitor may give (tighter than a request's in
+``core.common.limits``: a shared server), and what one server allows, so that no visitor can pin
+it: decoding runs at once (all visitors together, and one long run per browser session), the work
+one request may ask for, and how many requests may wait in Gradio's queue. A request beyond a limit is answered at once with a message
 that says which limit, never left waiting behind runs of minutes."""
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from core.common.limits import MAX_TRACE_BYTES, MIB
 from core.api.request import DecodeRequest
 
 from .i18n import t
+
+# ---- one visitor's values (the page's controls check them: app.controls) ------------------------
+PAGE_MAX_PROMPT_CHARS = 2000
+PAGE_MAX_NEW_TOKENS = 512
+PAGE_MAX_TEMPERATURE = 2.0
+PAGE_MAX_SEED = 2**31 - 1  # what a browser's number field holds exactly
+PAGE_MAX_MODEL_REF = 300
+PAGE_MAX_COMPARE_RUNS = 16
 
 
 @dataclass(frozen=True)

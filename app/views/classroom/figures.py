@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from ..i18n import t
-from ..palette import COLORS, KV_COLORS
-from .style import finish
+from ...figures.style import finish
+from ...i18n import t
+from ...palette import COLORS, KV_COLORS
 
 
 def forwards_figure(sequence: list[str], lang: str) -> go.Figure:

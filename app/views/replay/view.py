@@ -7,17 +7,19 @@ from pathlib import Path
 import gradio as gr
 
 from core import UserError, read_trace
+from core.records.steps import Trace
 
-from ..controls import number
-from ..guard import guarded
-from ..i18n import t
-from ..labels import Labels
-from ..render import markdown_text, summary_markdown
-from ..session import Session, ensure
-from .panels import StepPanels, step_panels
-from .upload import refusal
+from ...controls import number
+from ...guard import guarded
+from ...i18n import t
+from ...render import markdown_text, summary_markdown
+from ...session import Session, ensure
+from ..page import Page, View
+from ..panels import StepPanels, step_panels
+from ..upload import refusal
+from .state import ReplayState
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+TRACES = Path(__file__).resolve().parents[3] / "assets" / "traces"
 EXAMPLE_TRACES = {"tiny": TRACES / "example-tiny.jsonl",  # one shipped run per built-in preset (docs/app.md)
                   "gemma-270m": TRACES / "example-gemma-270m.jsonl"}
 FALLBACK_PRESET = "tiny"
@@ -31,18 +33,18 @@ def example_trace(preset: str) -> tuple[Path, str | None]:
     return EXAMPLE_TRACES[FALLBACK_PRESET], "replay.no_example"
 
 
-def header_markdown(session: Session, lang: str) -> str:
-    header = session.replay.header
+def header_markdown(trace: Trace, lang: str) -> str:
+    header = trace.header
     settings = header["settings"]
     fields = dict(prompt=header["prompt"], preset=header["preset"], drafter=header["drafter"],
                   k=settings["k"] or "–", tree=settings["tree"] or "–", temperature=settings["temperature"],
                   seed=settings["seed"])
-    return t("replay.header", lang, steps=len(session.replay.steps),
+    return t("replay.header", lang, steps=len(trace.steps),
              **{name: markdown_text(value) for name, value in fields.items()})
 
 
 @dataclass
-class ReplayView:
+class ReplayView(View):
     panels: StepPanels
     status: gr.Markdown
     header: gr.Markdown
@@ -54,21 +56,23 @@ class ReplayView:
         return [self.header, self.summary, self.slider, *self.panels.outputs]
 
     def render(self, session: Session, lang: str) -> dict:
-        trace = session.replay
+        mine = session.of(ReplayState)
+        trace = mine.trace
         if trace is None or not trace.steps:
             return {**self.panels.blank(lang, "hint.load_trace"), self.header: "", self.summary: "",
                     self.slider: gr.update(minimum=1, maximum=2, value=1)}
-        index = session.replay_index
+        index = mine.index
         out = self.panels.render(trace.header.get("prompt", ""), trace.steps, lang, upto=index)
-        out[self.header] = header_markdown(session, lang)
+        out[self.header] = header_markdown(trace, lang)
         out[self.summary] = summary_markdown(trace.summary, lang, trace.steps)
         # a slider needs minimum < maximum, also for a one-step trace
         out[self.slider] = gr.update(minimum=1, maximum=max(2, len(trace.steps)), value=index + 1)
         return out
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, preset: str = FALLBACK_PRESET) -> ReplayView:
-    """``preset``: the app's preset, whose shipped example trace the example button loads."""
+def build(page: Page) -> ReplayView:
+    """The example button loads the shipped example trace of the app's preset."""
+    labels, state, lang, preset = page.labels, page.state, page.lang, page.default_preset
     labels.make(gr.Markdown, text="replay.intro")
     with gr.Row():
         upload = labels.make(gr.File, file_types=[".jsonl", ".json", ".txt"], elem_id="replay-upload", scale=3,
@@ -108,13 +112,14 @@ def handlers(view: ReplayView, state: gr.State, upload: gr.File, preset: str = F
         trace = read_trace(path)
         if not trace.steps:
             raise UserError(t("err.trace_empty", lang_value))
-        session.replay, session.replay_index = trace, 0
+        mine = session.of(ReplayState)
+        mine.trace, mine.index = trace, 0
         return {state: session, status: note, **view.render(session, lang_value)}
 
     def on_upload(lang_value, session, path):
         session = ensure(session)
         if not path:
-            session.replay = None
+            session.of(ReplayState).trace = None
             return {state: session, status: "", **view.render(session, lang_value)}
         loaded = load(session, path, lang_value, t("replay.loaded", lang_value, name=markdown_text(Path(path).name)))
         return {**loaded, upload: None}  # an empty box: the next file replaces this one without Clear
@@ -126,14 +131,16 @@ def handlers(view: ReplayView, state: gr.State, upload: gr.File, preset: str = F
         return load(ensure(session), path, lang_value, note)
 
     def move(session: Session, lang_value: str, index: int) -> dict:
-        if session.replay is None:
+        mine = session.of(ReplayState)
+        if mine.trace is None:
             raise UserError(t("err.no_trace", lang_value))
-        session.replay_index = max(0, min(index, len(session.replay.steps) - 1))
+        mine.index = max(0, min(index, len(mine.trace.steps) - 1))
         return {state: session, status: "", **view.render(session, lang_value)}
 
     def on_goto(lang_value, session, step_number):
         session = ensure(session)
-        limit = len(session.replay.steps) if session.replay else 1
+        trace = session.of(ReplayState).trace
+        limit = len(trace.steps) if trace else 1
         return move(session, lang_value, number(step_number, "replay.step", lang_value, 1, limit, integer=True) - 1)
 
     def on_scrub(lang_value, session, step_number):
@@ -148,11 +155,11 @@ def handlers(view: ReplayView, state: gr.State, upload: gr.File, preset: str = F
 
     def on_prev(lang_value, session):
         session = ensure(session)
-        return move(session, lang_value, session.replay_index - 1)
+        return move(session, lang_value, session.of(ReplayState).index - 1)
 
     def on_next(lang_value, session):
         session = ensure(session)
-        return move(session, lang_value, session.replay_index + 1)
+        return move(session, lang_value, session.of(ReplayState).index + 1)
 
     return {"upload": on_upload, "example": on_example, "goto": on_goto, "scrub": on_scrub, "prev": on_prev,
             "next": on_next}

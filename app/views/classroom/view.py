@@ -9,31 +9,33 @@ import gradio as gr
 from core.models.loading import resolve_preset
 from core.api.request import DecodeRequest
 
-from ..controls import DRAFTER_NAMES, choice, prompt_text
-from ..guard import guarded
-from ..i18n import t
-from ..lesson import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
-from ..limits import RunGate
-from ..predict import Predict
-from ..session import Run, Session, ensure
-from . import predict as predict_view
-from .batch import EXAMPLE_RESULTS
-from .page import Page
-from .panels import StepPanels, step_panels
+from ...controls import DRAFTER_NAMES, choice, prompt_text
+from ...guard import guarded
+from ...i18n import t
+from ...page_limits import RunGate
+from ...runs import Run
+from ...session import Session, ensure
+from ..batch_sizes.sweeps import EXAMPLE_RESULTS
+from ..page import Page, View
+from ..panels import StepPanels, step_panels
+from . import prediction_view
+from .content import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
+from .prediction import Predict
+from .state import ClassroomState
 
 LIVE_K = 4  # the article's draft guesses four tokens (a chain of 4; hybrid merges two such chains into a tree)
 LIVE_MAX_NEW_TOKENS = 16
 
 
 @dataclass
-class ClassroomView:
+class ClassroomView(View):
     frame_label: gr.Markdown
     caption: gr.Markdown
     figure: gr.Plot
     panels: StepPanels
     ledger: gr.Markdown
     lesson: gr.Markdown
-    predict: predict_view.PredictView | None = None
+    predict: prediction_view.PredictView | None = None
 
     @property
     def outputs(self) -> list:
@@ -41,12 +43,12 @@ class ClassroomView:
                 *(self.predict.outputs if self.predict else [])]
 
     def render_frame(self, session: Session, lang: str) -> dict:
-        frame = session.lesson_frame
+        frame = session.of(ClassroomState).frame
         return {self.frame_label: t("lesson.frame_of", lang, i=frame + 1, n=FRAMES),
                 self.caption: frame_caption(frame, lang), self.figure: frame_figure(frame, lang)}
 
     def render_live(self, session: Session, lang: str) -> dict:
-        run = session.lesson_run
+        run = session.of(ClassroomState).run
         if run is None:
             return {**self.panels.blank(lang), self.ledger: ""}
         out = self.panels.render(run.prompt, run.records, lang)
@@ -104,7 +106,7 @@ def build(page: Page) -> ClassroomView:
     def request_of(lang_value: str, *values) -> DecodeRequest:
         return live_request(lang_value, presets, *values)
 
-    predict = predict_view.build(page, [prompt, preset, drafter], request_of, EXAMPLE_RESULTS.get(default_preset))
+    predict = prediction_view.build(page, [prompt, preset, drafter], request_of, EXAMPLE_RESULTS.get(default_preset))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict)
@@ -153,7 +155,8 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
     def frame_mover(delta: int):
         def on_frame(lang_value, session):
             session = ensure(session)
-            session.lesson_frame = max(0, min(FRAMES - 1, session.lesson_frame + delta))
+            mine = session.of(ClassroomState)
+            mine.frame = max(0, min(FRAMES - 1, mine.frame + delta))
             return {state: session, **view.render_frame(session, lang_value)}
 
         return on_frame
@@ -162,35 +165,38 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
         """Start the live run if none is going; the status line, which asks for Reset when the
         controls no longer match the run going on."""
         request = live_request(lang_value, presets, *settings)
-        if session.lesson_run is None or session.lesson_run.done:
+        mine = session.of(ClassroomState)
+        if mine.run is None or mine.run.done:
             yield {state: session, status: t("run.loading", lang_value)}
-            session.lesson_run = Run(request)
-        return t("run.changed", lang_value) if request != session.lesson_run.request else ""
+            mine.run = Run(request)
+        return t("run.changed", lang_value) if request != mine.run.request else ""
 
     def on_step(lang_value, session, *settings):
         session = ensure(session)
         with gate.slot(session, lang_value):
             note = yield from ensure_run(session, lang_value, settings)
-            session.lesson_run.step()
+            session.of(ClassroomState).run.step()
         yield {state: session, status: note, **view.render_live(session, lang_value)}
 
     def on_run(lang_value, session, *settings):
         session = ensure(session)
         with gate.slot(session, lang_value, long=True):
             note = yield from ensure_run(session, lang_value, settings)
+            run = session.of(ClassroomState).run
             try:
-                while session.lesson_run.step() is not None:
+                while run.step() is not None:
                     yield {state: session, status: note, **view.render_live(session, lang_value)}
             except GeneratorExit:  # the client went away
-                session.lesson_run.stop()
+                run.stop()
                 raise
 
     def on_reset(lang_value, session):
         session = ensure(session)
-        if session.lesson_run is not None:
-            session.lesson_run.stop()
-        session.lesson_run = None
-        session.predict = Predict()
+        mine = session.of(ClassroomState)
+        if mine.run is not None:
+            mine.run.stop()
+        mine.run = None
+        mine.predict = Predict()
         return {state: session, status: "", **view.render_live(session, lang_value)}
 
     return {"prev": frame_mover(-1), "next": frame_mover(1), "step": on_step, "run": on_run, "reset": on_reset}

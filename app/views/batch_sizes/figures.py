@@ -8,9 +8,9 @@ import plotly.graph_objects as go
 
 from core.studies.batch_size_figure import SweepFigureText, sweep_figure
 
-from ..i18n import t
-from ..palette import drafter_color
-from .style import empty, finish
+from ...figures.style import empty, finish
+from ...i18n import t
+from ...palette import drafter_color
 
 
 def batch_figure(result: dict | None, lang: str) -> go.Figure:

@@ -14,15 +14,17 @@ import pandas as pd
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify, wallclock_speedup
 
-from ..controls import number
-from ..figures import MeasuredPoint, worth_figure
-from ..figures.scaling import scaling_figure
-from ..guard import guarded
-from ..i18n import t
-from ..labels import Labels
-from ..session import Session, ensure
+from ...controls import number
+from ...guard import guarded
+from ...i18n import t
+from ...session import Session, ensure
+from ...shared import MeasuredPoint
+from ..page import Page, View
+from .figures import worth_figure
+from .scaling_figure import scaling_figure
+from .state import WorthState
 
-SCALING_RESULT = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "gemma-cpu" / "scaling.json"
+SCALING_RESULT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "gemma-cpu" / "scaling.json"
 POINT_COLUMNS = ("col.run", "col.alpha", "col.k", "col.draft_cost", "col.c", "col.tau", "col.tau_model", "col.v",
                  "col.v_model", "col.speedup", "col.speedup_model", "col.off_by")
 
@@ -90,7 +92,7 @@ def sliders(lang: str, alpha, k, c) -> tuple[float, int, float]:
 
 
 @dataclass
-class WorthView:
+class WorthView(View):
     sliders: list
     readout: gr.Markdown
     plot: gr.Plot
@@ -101,15 +103,29 @@ class WorthView:
     def outputs(self) -> list:
         return [self.readout, self.plot, self.table, self.scaling]
 
-    def render(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
-        curve = session.cost_curve
-        last = session.points[-1] if session.points else None
-        text = readout(alpha, k, c, lang, curve, last)
-        missing = missing_cost(list(session.points), lang)
+    @property
+    def language_inputs(self) -> list:
+        return self.sliders  # /language checks them, as /worth_it does
+
+    def render(self, session: Session, lang: str) -> dict:
+        """The model at the sliders' values (kept in the view's state) beside the session's measured runs."""
+        mine, shared = session.of(WorthState), session.shared
+        curve, points = shared.cost_curve, shared.points
+        text = readout(mine.alpha, mine.k, mine.c, lang, curve, points[-1] if points else None)
+        missing = missing_cost(list(points), lang)
         return {self.readout: text + ("<br>" + missing if missing else ""),
-                self.plot: worth_figure(alpha, k, c, session.points, lang, curve),
-                self.table: points_table(session.points, lang),
+                self.plot: worth_figure(mine.alpha, mine.k, mine.c, points, lang, curve),
+                self.table: points_table(points, lang),
                 self.scaling: scaling_figure(scaling_result(), lang)}
+
+    def relabel(self, session: Session, lang: str, *values) -> dict:
+        return self.move(session, lang, *sliders(lang, *values))
+
+    def move(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
+        """Set the sliders' values (checked) in the view's state, and draw them."""
+        mine = session.of(WorthState)
+        mine.alpha, mine.k, mine.c = alpha, k, c
+        return self.render(session, lang)
 
 
 @lru_cache(maxsize=1)
@@ -118,8 +134,9 @@ def scaling_result() -> dict | None:
     return json.loads(SCALING_RESULT.read_text(encoding="utf-8")) if SCALING_RESULT.exists() else None
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> WorthView:
+def build(page: Page) -> WorthView:
     """The view's layout and handlers; the curves redraw when a slider is released or the tab opens."""
+    labels = page.labels
     labels.make(gr.Markdown, text="worth.intro")
     with gr.Row():
         alpha = labels.make(gr.Slider, 0, 0.99, value=0.6, step=0.01, elem_id="worth-alpha", label="worth.alpha")
@@ -134,24 +151,30 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, tab: gr.Tab) -> Worth
     scaling = labels.make(gr.Plot, scaling_figure(scaling_result(), labels.lang), elem_id="worth-scaling",
                           label="panel.scaling")
     view = WorthView([alpha, k, c], text, plot, table, scaling)
+    wire(view, use_last, status, page)
+    return view
+
+
+def wire(view: WorthView, use_last: gr.Button, status: gr.Markdown, page: Page) -> None:
+    state, lang = page.state, page.lang
+    alpha, k, c = view.sliders
 
     @guarded(status)
     def on_change(lang_value, session, alpha_value, k_value, c_value):
         session = ensure(session)
-        return {state: session, status: "", **view.render(session, lang_value,
-                                                          *sliders(lang_value, alpha_value, k_value, c_value))}
+        return {state: session, status: "", **view.relabel(session, lang_value, alpha_value, k_value, c_value)}
 
     @guarded(status)
     def on_use_last(lang_value, session):
         session = ensure(session)
-        if not session.points:
+        points = session.shared.points
+        if not points:
             return {status: t("worth.no_runs", lang_value)}
-        p = session.points[-1]
+        p = points[-1]
         a, cc = min(round(p.alpha, 2), 0.99), min(round(p.c or 0.0, 2), 1.0)
-        return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.render(session, lang_value, a, p.k, cc)}
+        return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.move(session, lang_value, a, p.k, cc)}
 
-    outputs = [state, status, alpha, k, c, text, plot, table, scaling]
-    gr.on([alpha.release, k.release, c.release, tab.select], on_change, [lang, state, alpha, k, c], outputs,
+    outputs = [state, status, alpha, k, c, *view.outputs]
+    gr.on([alpha.release, k.release, c.release, page.tab.select], on_change, [lang, state, alpha, k, c], outputs,
           api_name="worth_it", preprocess=False)  # on_change checks every value: a bad one is a message
     use_last.click(on_use_last, [lang, state], outputs, api_name="worth_use_last")
-    return view

@@ -19,11 +19,11 @@ from core.drafters.ngram import NgramDrafter
 from core.drafters.none import NoDrafter
 from core.records.steps import NodeRecord, StepRecord, TokenRecord
 
-from .figures.lesson import forwards_bar, forwards_figure, serving_figure, serving_stages
-from .figures.tree import TreeDrawing, draw_tree
-from .i18n import t
+from ...figures.tree import TreeDrawing, draw_tree
+from ...i18n import t
+from .figures import forwards_bar, forwards_figure, serving_figure, serving_stages
 
-LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
+LESSON_DIR = Path(__file__).resolve().parents[3] / "assets" / "lesson"
 SEQUENCE = ["我", "爱", "中", "国", "EOS"]
 ARTICLE_GUESS = ["爱", "中", "国", "EOS"]
 WRONG_THIRD = "华"  # a stand-in for the third guess the article supposes is wrong (it names none)

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..figures import empty, tree_figure
-from ..figures.tree import TreeDrawing, draw_tree
-from ..guard import guarded
-from ..i18n import t
-from ..predict import Predict, batch_question, hidden
-from ..session import Run, Session, ensure
-from .page import Page
+from ...figures import empty, tree_figure
+from ...figures.tree import TreeDrawing, draw_tree
+from ...guard import guarded
+from ...i18n import t
+from ...runs import Run
+from ...session import Session, ensure
+from ..page import Page
+from .prediction import Predict, batch_question, hidden
+from .state import ClassroomState
 
 
 @dataclass
@@ -31,7 +33,8 @@ class PredictView:
         return [self.tree, self.choices, self.score]
 
     def render(self, session: Session, lang: str) -> dict:
-        state, run = session.predict, session.lesson_run
+        mine = session.of(ClassroomState)
+        state, run = mine.predict, mine.run
         if state.phase == "idle" or run is None or state.step >= len(run.records):
             return {self.tree: empty(t("predict.hint", lang)), self.choices: gr.update(choices=[], value=[]),
                     self.score: score_line(state, lang)}
@@ -88,22 +91,23 @@ def build(page: Page, settings: list, live_request, sweep: Path | None) -> Predi
     @guarded(status)
     def on_next(lang_value, session, *values):
         session = ensure(session)
+        mine = session.of(ClassroomState)
         with gate.slot(session, lang_value):
             request = live_request(lang_value, *values)
-            if session.lesson_run is None or session.lesson_run.done:
-                session.lesson_run = Run(request)
-            record = session.lesson_run.step()
+            if mine.run is None or mine.run.done:
+                mine.run = Run(request)
+            record = mine.run.step()
         if record is None:
             return {state: session, score: t("predict.done", lang_value)}
-        session.predict = session.predict.next_step(record.step)
+        mine.predict = mine.predict.next_step(record.step)
         return {state: session, **view.render(session, lang_value)}
 
     @guarded(status)
     def on_reveal(lang_value, session, picked):
         session = ensure(session)
-        run = session.lesson_run
-        if run is not None and session.predict.phase == "guess":
-            session.predict = session.predict.reveal(run.records[session.predict.step], picked or [])
+        mine = session.of(ClassroomState)
+        if mine.run is not None and mine.predict.phase == "guess":
+            mine.predict = mine.predict.reveal(mine.run.records[mine.predict.step], picked or [])
         return {state: session, **view.render(session, lang_value)}
 
     def on_guess(lang_value, choice):

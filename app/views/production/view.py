@@ -8,33 +8,18 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core import UserError
-from core.serving.monitor import NotMetrics, RemoteTarget, Watch, fetch, is_loopback_host, parse, verdict
+from core.serving.monitor import NotMetrics, RemoteTarget, Watch, fetch, parse, verdict
 
-from ..controls import number
-from ..figures import empty, monitor_figure
-from ..guard import error_markdown, guarded
-from ..i18n import t
-from ..labels import Labels
-from ..session import Session, ensure
+from ...controls import MonitorPolicy, number
+from ...figures import empty
+from ...guard import error_markdown, guarded
+from ...i18n import t
+from ...session import Session, ensure
+from ..page import Page, View
+from .figures import monitor_figure
+from .state import DEFAULT_COST, MonitorState
 
 DEFAULT_INTERVAL_S = 2.0
-DEFAULT_COST = 0.2
-
-
-@dataclass(frozen=True)
-class MonitorPolicy:
-    """Fixed when the server starts (app.py): the URL the field starts with, and whether targets
-    off this machine may be polled (off by default: no request forgery through a public page)."""
-
-    default_url: str = "http://127.0.0.1:7860/metrics"
-    allow_remote: bool = False
-
-    @classmethod
-    def for_server(cls, host: str, port: int, allow_remote: bool = False) -> "MonitorPolicy":
-        """The lab's own /metrics, reached over loopback when the server listens there or everywhere."""
-        own = "127.0.0.1" if is_loopback_host(host) or host in ("0.0.0.0", "::", "") else host
-        own = f"[{own}]" if ":" in own else own  # an IPv6 address: http://[2001:db8::1]:7860/metrics
-        return cls(default_url=f"http://{own}:{port}/metrics", allow_remote=allow_remote)
 
 
 def read(url: str, policy: MonitorPolicy, lang: str):
@@ -71,7 +56,7 @@ def summary(watch: Watch, lang: str) -> str:
 
 
 @dataclass
-class MonitorView:
+class MonitorView(View):
     status: gr.Markdown
     verdict: gr.Markdown
     summary: gr.Markdown
@@ -82,18 +67,29 @@ class MonitorView:
         return [self.verdict, self.summary, self.plot]
 
     def render(self, session: Session, lang: str) -> dict:
-        watch = session.monitor
+        mine = session.of(MonitorState)
+        watch = mine.watch
         if watch is None:
             return {self.verdict: "", self.summary: "", self.plot: empty(t("mon.hint", lang))}
-        return {self.verdict: verdict_line(watch, session.monitor_cost, lang), self.summary: summary(watch, lang),
+        return {self.verdict: verdict_line(watch, mine.cost, lang), self.summary: summary(watch, lang),
                 self.plot: monitor_figure(watch, lang)}
 
 
-def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy) -> MonitorView:
+@dataclass
+class MonitorControls:
+    url: gr.Textbox
+    interval: gr.Number
+    cost: gr.Number
+    start: gr.Button
+    stop: gr.Button
+
+
+def build_controls(page: Page) -> MonitorControls:
+    labels = page.labels
     labels(gr.Markdown(labels.text("mon.intro")), value="mon.intro")
     with gr.Row():
-        url = labels(gr.Textbox(policy.default_url, label=labels.text("mon.url"), scale=3, elem_id="mon-url"),
-                     label="mon.url")
+        url = labels(gr.Textbox(page.monitor_policy.default_url, label=labels.text("mon.url"), scale=3,
+                                elem_id="mon-url"), label="mon.url")
         interval = labels(gr.Number(DEFAULT_INTERVAL_S, label=labels.text("mon.interval"), elem_id="mon-interval",
                                     scale=1), label="mon.interval")
         cost = labels(gr.Number(DEFAULT_COST, label=labels.text("mon.cost"), info=labels.text("mon.cost_info"),
@@ -102,27 +98,47 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
         start_btn = labels(gr.Button(labels.text("mon.start"), variant="primary", elem_id="mon-start"),
                            value="mon.start")
         stop_btn = labels(gr.Button(labels.text("mon.stop"), elem_id="mon-stop"), value="mon.stop")
+    return MonitorControls(url, interval, cost, start_btn, stop_btn)
+
+
+def build(page: Page) -> MonitorView:
+    ctl = build_controls(page)
     status = gr.Markdown(elem_id="mon-status", elem_classes=["sdl-status"])
     verdict_md = gr.Markdown(elem_id="mon-verdict")
     summary_md = gr.Markdown(elem_id="mon-summary")
-    plot = labels(gr.Plot(label=labels.text("tab.monitor"), elem_id="mon-plot"), label="tab.monitor")
+    plot = page.labels(gr.Plot(label=page.labels.text("tab.monitor"), elem_id="mon-plot"), label="tab.monitor")
     timer = gr.Timer(DEFAULT_INTERVAL_S, active=False)
     view = MonitorView(status, verdict_md, summary_md, plot)
+    state, lang = page.state, page.lang
+    h = handlers(view, timer, page)
+    outputs = [state, status, timer, *view.outputs]
+    ctl.start.click(h["start"], [lang, state, ctl.url, ctl.interval, ctl.cost], outputs, api_name="monitor_start",
+                    concurrency_limit=4)
+    timer.tick(h["tick"], [lang, state], outputs, api_name="monitor_tick", concurrency_limit=4,
+               show_progress="hidden")
+    ctl.stop.click(h["stop"], [lang, state], outputs, api_name="monitor_stop", concurrency_limit=None)
+    return view
+
+
+def handlers(view: MonitorView, timer: gr.Timer, page: Page) -> dict:
+    """start (the first reading of an endpoint), tick (the next), stop."""
+    state, status, policy = page.state, view.status, page.monitor_policy
 
     @guarded(status)
     def on_start(lang_value, session, url_value, interval_value, cost_value):
         session = ensure(session)
+        mine = session.of(MonitorState)
         every = number(interval_value, "mon.interval", lang_value, 0.5, 60)
-        session.monitor_cost = number(cost_value, "mon.cost", lang_value, 0, 10)
+        mine.cost = number(cost_value, "mon.cost", lang_value, 0, 10)
         target = str(url_value or "").strip()
-        session.monitor = None  # a failed start leaves no plot or verdict of the last endpoint behind
-        session.monitor_run += 1  # a tick still reading the last endpoint then changes nothing (on_tick)
+        mine.watch = None  # a failed start leaves no plot or verdict of the last endpoint behind
+        mine.starts += 1  # a tick still reading the last endpoint then changes nothing (on_tick)
         try:
             first = read(target, policy, lang_value)
         except UserError as e:
             return {state: session, status: error_markdown(str(e), lang_value), timer: gr.Timer(active=False),
                     **view.render(session, lang_value)}
-        session.monitor = Watch(url=target, first=first, last=first)
+        mine.watch = Watch(url=target, first=first, last=first)
         note = t("mon.started", lang_value, url=target, every=every)
         if not first.spec_decode:
             note += "<br>" + t("mon.no_spec", lang_value, url=target)
@@ -130,14 +146,15 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
 
     def on_tick(lang_value, session):
         session = ensure(session)
-        watch, run = session.monitor, session.monitor_run
+        mine = session.of(MonitorState)
+        watch, run = mine.watch, mine.starts
         if watch is None:
             return {timer: gr.Timer(active=False)}
         try:
             reading = read(watch.url, policy, lang_value)
         except UserError as e:  # the server went away: say so and keep polling
             reading = e
-        if session.monitor_run != run:  # Start or Stop was pressed while this tick read: theirs is the news
+        if mine.starts != run:  # Start or Stop was pressed while this tick read: theirs is the news
             return {status: gr.skip()}
         if isinstance(reading, UserError):
             return {status: error_markdown(str(reading), lang_value)}
@@ -147,13 +164,7 @@ def build(labels: Labels, state: gr.State, lang: gr.Radio, policy: MonitorPolicy
     @guarded(status)
     def on_stop(lang_value, session):
         session = ensure(session)
-        session.monitor_run += 1
+        session.of(MonitorState).starts += 1
         return {state: session, status: t("mon.stopped", lang_value), timer: gr.Timer(active=False)}
 
-    outputs = [state, status, timer, verdict_md, summary_md, plot]
-    start_btn.click(on_start, [lang, state, url, interval, cost], outputs, api_name="monitor_start",
-                    concurrency_limit=4)
-    timer.tick(on_tick, [lang, state], outputs, api_name="monitor_tick", concurrency_limit=4,
-               show_progress="hidden")
-    stop_btn.click(on_stop, [lang, state], outputs, api_name="monitor_stop", concurrency_limit=None)
-    return view
+    return {"start": on_start, "tick": on_tick, "stop": on_stop}

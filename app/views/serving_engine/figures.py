@@ -17,10 +17,10 @@ from core.engine.batch import BatchStep
 from core.records.steps import KVStepRecord, StepRecord
 from core.runtime.tree import attention_mask, with_root
 
-from ..i18n import t
-from ..palette import COLORS, KV_COLORS, visible
-from .kv import STATES
-from .style import finish, whole_ticks
+from ...figures.kv import STATES
+from ...figures.style import finish, whole_ticks
+from ...i18n import t
+from ...palette import COLORS, KV_COLORS, visible
 
 TOKEN_KINDS = ("accepted", "correction", "bonus", "target")
 MASK_KINDS = ("blocked", "root", "accepted", "rejected", "not_reached")  # z value = index

