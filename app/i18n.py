@@ -271,12 +271,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "time.total": ("{s:.2f} s · {tokens} 个 token", "{s:.2f} s · {tokens} tokens"),
     "time.axis": ("引擎时间（秒，不含两步之间的等待）", "engine time (s, waits between steps excluded)"),
     "time.run": ("推测解码（本次运行）", "speculative (this run)"),
-    "time.plain": ("普通解码：每个 token 一次前向，每次 {ms:.1f} ms（本机测得的单 token 前向）",
-                   "plain: one forward per token, {ms:.1f} ms each (the one-token forward measured on this machine)"),
-    "time.plain_note": ("普通解码那一条不是这次请求跑出来的：它用的是本机验证开销测量（v(n) 曲线）里单 token "
-                        "前向的中位时间，乘以本次写出的 token 数。",
-                        "The plain lane was not run for this request: it is the median one-token forward of this "
-                        "machine's verify-cost measurement (the v(n) curve) times the tokens this run wrote."),
+    "time.plain": ("普通解码：每个 token 一步，每步 {ms:.1f} ms", "plain: one step per token, {ms:.1f} ms each"),
     "time.compare_title": ("时间花在哪里：每种草稿方法第一次重复的每一步", "Where the time goes: every step of each "
                            "drafter's first repeat"),
     "even.title": ("接受率要多高才划算（本草稿方法、本形状、本机）", "How high must acceptance be to pay (this "
@@ -290,6 +285,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "even.plain": ("普通解码（1×）", "plain decoding (1×)"),
     "even.alpha_even": ("回本点 α = {a:.2f}", "break-even α = {a:.2f}"),
     "even.run": ("本次运行（至今）", "this run (so far)"),
+    "even.run_disturbed": ("本次运行（至今，计时受扰：CPU 被占用）", "this run (so far; timing disturbed: the CPU was "
+                           "shared)"),
     "even.run_hover": ("本次运行：每次验证得到 {tau:.2f} 个 token，相当于 α = {alpha:.2f}；测得加速 {s:.2f}×",
                        "this run: {tau:.2f} tokens per verify, as the model gets at α = {alpha:.2f}; measured "
                        "speedup {s:.2f}×"),
@@ -942,6 +939,35 @@ TEXT: dict[str, tuple[str, str]] = {
                 "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
                 "the one token the target writes alone."),
     "why.numbers": ("具体数字", "The numbers"),
+    "why.disturbed_cpu": ("这一步的计时被打扰了：机器上还有别的程序在抢 CPU，这一步只分到约 {share:.1f} 个核，所以上面的毫秒数和倍数"
+                          "不代表本机平时的速度（控制器不从这一步学习）。",
+                          "This step's timing was disturbed: other programs were using the CPU and it got about "
+                          "{share:.1f} of a core, so its milliseconds and speed ratio are not this machine's usual "
+                          "(the controller learns nothing from it)."),
+    "why.disturbed_slow": ("这一步的计时被打扰了：它花的时间是预计的 {slow:.1f} 倍（同一进程里可能有别的运行在抢核），所以上面的"
+                           "毫秒数和倍数不代表本机平时的速度（控制器不从这一步学习）。",
+                           "This step's timing was disturbed: it took {slow:.1f}× what was expected (another run in "
+                           "this process may share the cores), so its milliseconds and speed ratio are not this "
+                           "machine's usual (the controller learns nothing from it)."),
+    "why.disturbed_words": ("（这一步计时时 CPU 正忙，时间数字不作数。）", "(The CPU was busy during this step: its "
+                            "times do not count.)"),
+    "worth.runs_v_disturbed": ("计时受扰的运行的 v（不计入坐标范围）", "v of runs whose timing was disturbed (off "
+                               "the axis scale)"),
+    "worth.run_v_disturbed": ("{label}：{n} 个 token 的验证，v = {v:.2f}——计时受扰（CPU 被占用），不是本机平时的开销",
+                              "{label}: verifies of {n} tokens, v = {v:.2f} -- timing disturbed (the CPU was "
+                              "shared), not this machine's usual cost"),
+    "ref.run": ("这次运行里未受扰的普通步骤（控制器测得）", "this run's undisturbed plain steps (the controller's "
+                "measure)"),
+    "ref.plain": ("这次运行自己的未受扰步骤", "this run's own undisturbed steps"),
+    "ref.probe": ("本机验证开销测量（v(n) 曲线）里的单 token 前向", "the one-token forward of this machine's "
+                  "verify-cost measurement (the v(n) curve)"),
+    "ref.note": ("普通解码那一条不是这次请求跑出来的：每个 token 一步，每步 {ms:.1f} ms，取自{source}；这一页上的回本点、"
+                 "“为什么”和“值得吗？”都用这同一个值。",
+                 "The plain lane was not run for this request: one step per token at {ms:.1f} ms each, from "
+                 "{source}; the break-even point, the why-lines and Worth it? use this same value."),
+    "ref.disturbed": ("{n}/{steps} 步的计时被打扰（CPU 被别的程序占用），它们不计入这些时间。",
+                      "{n} of {steps} steps had their timing disturbed (the CPU was shared); they are left out "
+                      "of these times."),
     "kind.resample": ("重采样", "resample"),
     "say.resampled_chain": ("草稿猜了 {drafted} 个，目标模型接受了 {kept} 个；{nth}没被接受，从剩余分布里重采样（“{guess}”→"
                             "“{token}”）",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import re
 
-from core.records.metrics import tally
+from core.records.metrics import PlainReference, tally
 from core.records.steps import StepRecord
 
 from .i18n import has, t
@@ -109,8 +109,32 @@ def decision_line(record: StepRecord, lang: str) -> str:
                 ms=(record.draft_s + record.verify_s) * 1e3, draft_ms=record.draft_s * 1e3,
                 verify_ms=record.verify_s * 1e3, plain_ms=d.plain_step_s * 1e3, realised=realised,
                 offered=d.offered, chosen=d.chosen)
+    if record.disturbed:
+        why += " " + t("why.disturbed_words", lang)
+        numbers += "<br>" + disturbed_line(record, lang)
     return (f'{why}<details class="sdl-why-numbers"><summary>{t("why.numbers", lang)}</summary>'
             f"{numbers}</details>")
+
+
+def disturbed_line(record: StepRecord, lang: str) -> str:
+    """Why a step's times do not count (``StepRecord.disturbed``), with the measure that said so."""
+    seconds = record.draft_s + record.verify_s
+    if record.disturbed == "cpu" and record.cpu_s is not None and seconds > 0:
+        return t("why.disturbed_cpu", lang, share=record.cpu_s / seconds)
+    expected = record.decision.expected_seconds if record.decision is not None else None
+    return t("why.disturbed_slow", lang, slow=seconds / expected if expected else 0.0)
+
+
+def reference_note(reference: PlainReference | None, lang: str) -> str:
+    """What the plain lane, the break-even point and the why-lines compare with: the run's one plain
+    reference (``core.records.metrics.plain_reference``), where it comes from, and how many steps the
+    CPU disturbed; without one, how to get it."""
+    if reference is None:
+        return t("even.no_curve", lang)
+    note = t("ref.note", lang, ms=reference.seconds * 1e3, source=t("ref." + reference.source, lang))
+    if reference.disturbed:
+        note += " " + t("ref.disturbed", lang, n=reference.disturbed, steps=reference.steps)
+    return note
 
 
 def _fmt(value, spec: str) -> str:

@@ -36,6 +36,7 @@ class MeasuredPoint:
     predicted: float | None = None  # tau / (k*c + v_model)
     v_by_nodes: dict[int, float] = field(default_factory=dict)  # the run's own v(n) points
     tree: bool = False  # it drafted trees: alpha counts every node, siblings included
+    disturbed: bool = False  # the CPU disturbed every timed step: c and v are flagged, kept off the axes' scale
 
 
 def measured_point(label: str, records: list[StepRecord], k: int, speedup: float | None = None,
@@ -46,7 +47,7 @@ def measured_point(label: str, records: list[StepRecord], k: int, speedup: float
     return MeasuredPoint(
         label=label, alpha=model.alpha, k=k, draft_cost=model.draft_cost, c=model.c, tokens_per_verify=model.tau,
         speedup=speedup, v=model.v, v_model=model.v_model, predicted=model.predicted, v_by_nodes=model.v_by_nodes,
-        tree=any(len({n.depth for n in r.nodes}) < len(r.nodes) for r in records),
+        tree=any(len({n.depth for n in r.nodes}) < len(r.nodes) for r in records), disturbed=model.disturbed,
     )
 
 

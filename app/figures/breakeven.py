@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify
-from core.records.metrics import expected_verify_cost, tally
+from core.records.metrics import expected_verify_cost, plain_reference, tally
 from core.records.steps import StepRecord
 
 from ..i18n import t
@@ -31,12 +31,13 @@ class BreakEven:
     k: int  # the run's mean draft depth over its drafting steps, rounded
     draft_cost: float  # k*c: drafting seconds per step in one-token forwards (measured in this run)
     verify_cost: float  # v: what v(n) says the run's verifies cost (measured on this machine)
-    forward_s: float  # the one-token forward everything is counted in
+    forward_s: float  # the plain step everything is counted in (the run's ``plain_reference``)
     speedups: list[float]  # the model at ALPHAS
     alpha_even: float | None  # the least alpha at which the model pays (None: not even at alpha = 1)
     alpha: float  # the alpha at which the model yields the run's tau
     tau: float
     measured: float  # the run's tau / (its drafting + verify time per step in one-token forwards)
+    disturbed: bool = False  # the CPU disturbed every step's timing: ``measured`` is not this machine's own
 
 
 def alpha_for_tau(tau: float, k: int) -> float:
@@ -53,10 +54,11 @@ def alpha_for_tau(tau: float, k: int) -> float:
 
 
 def break_even(records: list[StepRecord], curve: CostCurve) -> BreakEven | None:
-    """The model for this run so far; None before a step that drafted."""
+    """The model for this run so far, its times counted in the run's plain reference (the same value
+    as its timeline's plain lane and its why-lines); None before a step that drafted."""
     drafting = [r for r in records if r.nodes]
     totals = tally(records)
-    cost = totals.step_cost(curve.forward_s)
+    cost = totals.step_cost(plain_reference(records, curve.forward_s).seconds)
     if not drafting or cost is None:
         return None
     k = max(1, round(sum(max(n.depth for n in r.nodes) for r in drafting) / len(drafting)))
@@ -64,9 +66,9 @@ def break_even(records: list[StepRecord], curve: CostCurve) -> BreakEven | None:
     per_step = cost.draft + verify
     speedups = [tokens_per_verify(a, k) / per_step for a in ALPHAS]
     even = next((a for a, s in zip(ALPHAS, speedups) if s >= 1.0), None)
-    return BreakEven(k=k, draft_cost=cost.draft, verify_cost=verify, forward_s=curve.forward_s, speedups=speedups,
+    return BreakEven(k=k, draft_cost=cost.draft, verify_cost=verify, forward_s=cost.forward_s, speedups=speedups,
                      alpha_even=even, alpha=alpha_for_tau(totals.tau, k), tau=totals.tau,
-                     measured=totals.tau / (cost.draft + cost.verify))
+                     measured=totals.tau / (cost.draft + cost.verify), disturbed=cost.disturbed)
 
 
 def breakeven_figure(model: BreakEven | None, lang: str) -> go.Figure:
@@ -81,7 +83,8 @@ def breakeven_figure(model: BreakEven | None, lang: str) -> go.Figure:
         fig.add_vline(x=model.alpha_even, line={"color": "#888888", "dash": "dash"},
                       annotation_text=t("even.alpha_even", lang, a=model.alpha_even), annotation_position="top left")
     fig.add_trace(go.Scatter(
-        x=[model.alpha], y=[model.measured], mode="markers+text", name=t("even.run", lang),
+        x=[model.alpha], y=[model.measured], mode="markers+text",
+        name=t("even.run_disturbed" if model.disturbed else "even.run", lang),
         text=[f"{model.measured:.2f}×"], textposition="middle right",
         hovertext=[t("even.run_hover", lang, alpha=model.alpha, tau=model.tau, s=model.measured)], hoverinfo="text",
         marker={"color": "#111111", "size": 13, "symbol": "diamond", "line": {"color": "white", "width": 2}}))

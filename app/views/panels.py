@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from core.cost.curve import CostCurve
+from core.records.metrics import plain_reference
 from core.records.steps import StepRecord
 
 from ..figures import empty, kv_grid_figure, live_figure, pool_figure, tree_figure
@@ -14,7 +15,7 @@ from ..figures.lossless import lossless_figure, lossless_text
 from ..figures.timeline import Lane, timeline_figure
 from ..i18n import t
 from ..labels import Labels
-from ..render import legend_html, step_sentence, text_html
+from ..render import legend_html, reference_note, step_sentence, text_html
 
 
 @dataclass
@@ -55,11 +56,12 @@ class StepPanels:
             out[self.lossless_text] = lossless_text(current, lang)
         if self.timeline is not None:
             lanes = [Lane.of(t("time.run", lang), shown)]
-            if curve is not None:
+            reference = plain_reference(shown, curve.forward_s if curve is not None else None)
+            if reference is not None:
                 tokens = sum(len(r.emitted) for r in shown)
-                lanes.append(Lane.plain(t("time.plain", lang, ms=curve.forward_s * 1e3), tokens, curve.forward_s))
+                lanes.append(Lane.plain(t("time.plain", lang, ms=reference.seconds * 1e3), tokens, reference.seconds))
             out[self.timeline] = timeline_figure(lanes, lang)
-            out[self.timeline_note] = t("time.plain_note" if curve is not None else "even.no_curve", lang)
+            out[self.timeline_note] = reference_note(reference, lang)
         if self.breakeven is not None:
             out[self.breakeven] = (breakeven_figure(break_even(shown, curve), lang) if curve is not None
                                    else empty(t("even.no_curve", lang)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from core.cost.curve import CostCurve
 from core.common.errors import UserError
-from core.records.metrics import expected_verify_cost, tally, verify_cost_by_nodes
+from core.records.metrics import expected_verify_cost, plain_reference, tally, verify_cost_by_nodes
 from core.records.steps import StepRecord
 
 
@@ -77,14 +77,18 @@ class RunModel:
     v_model: float | None  # what the cost curve says the run's verifies cost
     predicted: float | None  # tau / (k*c + v_model)
     v_by_nodes: dict[int, float]  # the run's own v(n) points
+    disturbed: bool = False  # the CPU disturbed every timed step: c and v are not this machine's own
 
 
 def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
               curve: CostCurve | None = None) -> RunModel:
     """``records`` of a run drafting ``k`` deep, with times counted in ``forward_s`` (a one-token
-    forward: a comparison's baseline, else the curve's) and ``curve`` the target's v(n) for the prediction."""
+    forward: a comparison's baseline, else the run's plain reference, ``core.records.metrics.plain_reference``)
+    and ``curve`` the target's v(n) for the prediction."""
     totals = tally(records)
-    forward_s = forward_s or (curve.forward_s if curve else None)
+    if not forward_s:
+        reference = plain_reference(records, curve.forward_s if curve else None)
+        forward_s = reference.seconds if reference is not None else None
     cost = totals.step_cost(forward_s) if forward_s else None
     c = cost.draft / k if cost is not None and k > 0 else None
     v_model = expected_verify_cost(records, curve.v) if curve is not None else None
@@ -93,4 +97,5 @@ def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
         v=None if cost is None else cost.verify, v_model=v_model,
         predicted=predicted_speedup(totals.tau, k, c, v_model) if c is not None and v_model else None,
         v_by_nodes=verify_cost_by_nodes(records, forward_s) if forward_s else {},
+        disturbed=cost is not None and cost.disturbed,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from core.common.timing import disturbed
 from core.drafters.base import Drafter
-from core.records.steps import DecisionRecord, KVStepRecord, NodeRecord, StepRecord, TokenRecord
+from core.records.steps import KVStepRecord, NodeRecord, StepRecord, TokenRecord
 from core.runtime.acceptance import Acceptance, TargetView, node_status
 from core.runtime.inspect import inspect_step
 from core.runtime.kv_cache import CommitStats, RequestKV
@@ -109,7 +109,8 @@ class StepRecorder:
             decision=(decision := self._decision(outcome)),
             inspect=inspect_step(tree, outcome.target, acceptance, text.piece) if self.inspect else None,
             cpu_s=None if outcome.cpu_s is None else round(outcome.cpu_s, 6),
-            disturbed=disturbed(outcome.draft_s + outcome.verify_s, outcome.cpu_s, expected_seconds(decision)),
+            disturbed=disturbed(outcome.draft_s + outcome.verify_s, outcome.cpu_s,
+                                decision.expected_seconds if decision is not None else None),
         )
         self.records.append(record)
         return record
@@ -158,11 +159,3 @@ class StepRecorder:
         seconds = outcome.draft_s + outcome.verify_s
         return replace(decision, realised_gain=round(len(outcome.emitted_tokens) * decision.plain_step_s / seconds, 4)
                        if seconds > 0 else None)
-
-
-def expected_seconds(decision: DecisionRecord | None) -> float | None:
-    """What the controller expected the step to take: its tokens at the plain step's seconds over the
-    expected gain (a plain step: the plain step's seconds); None without a decision."""
-    if decision is None or decision.expected_gain <= 0:
-        return None
-    return decision.expected_tokens * decision.plain_step_s / decision.expected_gain

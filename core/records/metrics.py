@@ -189,11 +189,14 @@ def step_cost(records: Iterable[StepRecord], forward_s: float) -> StepCost | Non
 
 def verify_cost_by_nodes(records: Iterable[StepRecord], forward_s: float) -> dict[int, float]:
     """The run's own v(n): for each query-token count n (nodes + 1), the mean verify seconds of the
-    steps that verified n tokens over ``forward_s``; ascending n."""
+    steps that verified n tokens over ``forward_s``; ascending n. Steps the CPU disturbed are left
+    out (all are kept where every step was)."""
     if forward_s <= 0:
         return {}
+    records = list(records)
+    timed = [r for r in records if not r.disturbed] or records
     by_n: dict[int, list[float]] = defaultdict(list)
-    for record in records:
+    for record in timed:
         by_n[len(record.nodes) + 1].append(record.verify_s)
     return {n: statistics.fmean(by_n[n]) / forward_s for n in sorted(by_n)}
 

@@ -79,6 +79,12 @@ class DecisionRecord:
     depth: int | None = None  # levels the drafter was asked for (0: none; None: not recorded)
     probe: bool = False  # drafting did not pay; this step drafted anyway (``depth`` levels) to measure again
 
+    @property
+    def expected_seconds(self) -> float | None:
+        """What the controller expected the step to take: its tokens at the plain step's seconds over
+        the expected gain (a plain step: the plain step's seconds)."""
+        return self.expected_tokens * self.plain_step_s / self.expected_gain if self.expected_gain > 0 else None
+
 
 @dataclass(frozen=True)
 class StepRecord:

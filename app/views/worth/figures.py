@@ -85,9 +85,18 @@ def _add_cost(fig: go.Figure, curve: CostCurve | None, points: list[MeasuredPoin
         fig.add_trace(go.Scatter(x=curve.tokens, y=curve.ratio, mode="lines+markers", name=t("worth.curve", lang),
                                  line={"color": COLORS["target"], "width": 3}, marker={"size": 6}), 1, 3)
     fig.add_hline(y=1.0, line={"color": "#999999", "dash": "dot"}, row=1, col=3)
-    own = [(p.label, n, v) for p in points for n, v in p.v_by_nodes.items()]
+    own = [(p.label, n, v) for p in points if not p.disturbed for n, v in p.v_by_nodes.items()]
     if own:
         fig.add_trace(go.Scatter(
             x=[n for _, n, _ in own], y=[v for _, _, v in own], mode="markers", name=t("worth.runs_v", lang),
             hovertext=[t("worth.run_v", lang, label=label, n=n, v=v) for label, n, v in own], hoverinfo="text",
             marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)
+    top = max([*(curve.ratio if curve is not None else []), *(v for *_, v in own), 2.0]) * 1.15
+    fig.update_yaxes(range=[0, top], row=1, col=3)  # a disturbed run never sets the scale
+    flagged = [(p.label, n, v) for p in points if p.disturbed for n, v in p.v_by_nodes.items()]
+    if flagged:  # drawn at most at the top edge, an open marker, its real value on hover
+        fig.add_trace(go.Scatter(
+            x=[n for _, n, _ in flagged], y=[min(v, top * 0.97) for *_, v in flagged], mode="markers",
+            name=t("worth.runs_v_disturbed", lang),
+            hovertext=[t("worth.run_v_disturbed", lang, label=label, n=n, v=v) for label, n, v in flagged],
+            hoverinfo="text", marker={"color": COLORS["rejected"], "size": 8, "symbol": "triangle-up-open"}), 1, 3)
