@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from core.common.files import save_pretrained
 from core.models.loading import resolve_preset
 from core.train.corpus import build_corpus
 from core.train.loop import TrainConfig
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         config = TrainConfig(steps=args.steps, distill_weight=0.5)
         model, stats = train_member(name, SIZES[name], tokenizer, streams, heldout_streams, config, args.seed, target)
         stats["greedy_top1_agreement"] = round(greedy_agreement(target, model, prompts), 4)
-        model.save_pretrained(out / name)
+        save_pretrained(model, out / name)
         for file in TOKENIZER_FILES:  # byte for byte the target's tokenizer
             shutil.copyfile(target_path / file, out / name / file)
         print(f"[{name}] {stats}", file=sys.stderr)

@@ -37,6 +37,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from core.drafters.vocab import draft_rows
 from core.common.errors import UserError
+from core.common.files import save_pretrained
 from core.models.loading import VOCAB_MAP_FILE, vocab_digest
 from core.train.features import DrafterData, draftable_cross_entropy, load_or_build
 from core.train.gemma_drafters import HELDOUT_DATA, TRAIN_DATA
@@ -131,7 +132,7 @@ def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks:
     """Weights in bfloat16, ``vocab_map.json`` and ``training.json`` (options, ``timing``, data, held-out
     ``checks``) into ``args.out``."""
     args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
+    save_pretrained(model.to(torch.bfloat16), args.out)
     (args.out / VOCAB_MAP_FILE).write_text(json.dumps({
         "target_ids": target_ids.tolist(), "other_id": OTHER,
         "tokens_sha256": vocab_digest(tokenizer, target_ids.tolist()),

@@ -37,6 +37,7 @@ from safetensors.torch import load_file, save_file
 from core.drafters.medusa import MedusaDrafter
 from core.drafters.weights import load_folder, save_folder
 from core.common.errors import UserError
+from core.common.files import write_atomic
 from core.models.fingerprint import target_fingerprint
 from core.train import drafter_data, eagle, medusa
 from core.train.features import DataSettings, DrafterData, load_or_build
@@ -59,7 +60,8 @@ def to_bfloat16(folder: Path) -> None:
     the drafters cast to the target's dtype when they load)."""
     path = folder / "model.safetensors"
     state = load_file(str(path))
-    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, str(path))
+    state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}
+    write_atomic(path, lambda tmp: save_file(state, str(tmp)))
 
 
 def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:

@@ -30,6 +30,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM,
                           PreTrainedTokenizerFast)
 
+from core.common.files import save_pretrained
 from core.train.corpus import SOURCES, Corpus, build_corpus
 from core.train.loop import TrainConfig, count_parameters, seeded, train
 from core.train.output import add_output_arguments, output_folder
@@ -234,7 +235,7 @@ def _train_one(role: str, tokenizer, corpus: Corpus, args, teacher=None) -> tupl
                          distill_weight=0.5 if teacher is not None else 0.0)
     model, stats = train_member(role, SHAPES[role], tokenizer, token_streams(corpus.train, tokenizer),
                                 token_streams(corpus.heldout, tokenizer), config, args.seed, teacher)
-    model.save_pretrained(args.out / role)
+    save_pretrained(model, args.out / role)
     tokenizer.save_pretrained(args.out / role)
     return model, stats
 
