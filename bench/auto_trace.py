@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from pathlib import Path
 from time import perf_counter
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import core.drafters.base as shapes  # noqa: E402
-from core.api import build_decoder  # noqa: E402
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.studies.bench import BenchConfig  # noqa: E402
+import core.drafters.base as shapes
+from core.api import build_decoder
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.studies.bench import BenchConfig
 
 
 def main(argv: list[str] | None = None) -> int:

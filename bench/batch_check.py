@@ -14,13 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from core.api import build_batch, target_greedy
-from core.engine.batch import run_batch  # noqa: E402
-from core.models.loading import pick_device  # noqa: E402
-from core.models.prompts import load_prompts  # noqa: E402
-from core.studies.batch_size import batch_prompts, parse_batch_sizes  # noqa: E402
+from core.engine.batch import run_batch
+from core.models.loading import pick_device
+from core.models.prompts import load_prompts
+from core.studies.batch_size import batch_prompts, parse_batch_sizes
 
 
 def main() -> int:

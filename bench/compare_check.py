@@ -13,17 +13,13 @@ over the rounds, tau, the page's flags, the prediction and its error. Run on idl
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.controls import CompareControls, compare_requests  # noqa: E402
-from app.session import comparison_points  # noqa: E402
-from core.models.loading import PRESETS  # noqa: E402
-from core.studies.comparison import run_comparison  # noqa: E402
+from app.controls import CompareControls, compare_requests
+from app.session import comparison_points
+from core.models.loading import PRESETS
+from core.studies.comparison import run_comparison
 
 README_PROMPTS = ("It is a truth universally acknowledged", "我爱", "床前明月光，")  # Compare's, the CLI's, the Gemma check's
 

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.api import target_greedy  # noqa: E402
-from core.drafters.base import DraftShape  # noqa: E402
-from core.drafters.eagle import Eagle3Drafter  # noqa: E402
-from core.models.loading import load_model, resolve_preset  # noqa: E402
-from core.train.heldout import heldout_prompts  # noqa: E402
+from core.api import target_greedy
+from core.drafters.base import DraftShape
+from core.drafters.eagle import Eagle3Drafter
+from core.models.loading import load_model, resolve_preset
+from core.train.heldout import heldout_prompts
 
 VOCABULARIES = ("draft vocabulary", "+ context columns", "whole vocabulary")
 

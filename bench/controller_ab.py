@@ -23,12 +23,11 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-import core.api as api  # noqa: E402
-import core.drafters.controller as current  # noqa: E402
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.studies.bench import BenchConfig, ab_markdown, engine_runner, summarize, time_prompts  # noqa: E402
+import core.api as api
+import core.drafters.controller as current
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.studies.bench import BenchConfig, ab_markdown, engine_runner, summarize, time_prompts
 
 
 def controller_at(rev: str):

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-from pathlib import Path
 from time import perf_counter
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.api import build_decoder  # noqa: E402
-from core.drafters import weights  # noqa: E402
-from core.api.request import DecodeRequest  # noqa: E402
+from core.api import build_decoder
+from core.drafters import weights
+from core.api.request import DecodeRequest
 
 
 def build_ms(request: DecodeRequest) -> float:

@@ -10,15 +10,12 @@ Commits before the probe existed measured ``SpeculativeDecoder.verify`` against 
 ``forward_segment`` instead (docs/benchmarks.md cites both).
 """
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost  # noqa: E402
-from core.models.loading import load_model, resolve_preset  # noqa: E402
-from core.models.prompts import load_prompts  # noqa: E402
+from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost
+from core.models.loading import load_model, resolve_preset
+from core.models.prompts import load_prompts
 
 SIZES = (1, 2, 5, 9, 17, 25)
 

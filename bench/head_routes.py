@@ -11,18 +11,15 @@ not run are left out (bf16 without bf16 units).
 """
 import os
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.api import build_decoder  # noqa: E402
-from core.common.timing import time_interleaved  # noqa: E402
-from core.api.request import DecodeRequest  # noqa: E402
-from core.runtime.forward import forward_segment  # noqa: E402
-from core.runtime.head import ROUTES, head_route  # noqa: E402
-from core.runtime.tree import DraftTree  # noqa: E402
+from core.api import build_decoder
+from core.common.timing import time_interleaved
+from core.api.request import DecodeRequest
+from core.runtime.forward import forward_segment
+from core.runtime.head import ROUTES, head_route
+from core.runtime.tree import DraftTree
 
 SIZES = (1, 5, 25)
 PROMPT = ("Edward remained a week at the cottage; he was warmly pressed by Mrs. Dashwood to stay longer; but, as if "

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ["SDLAB_PACKED_LINEAR"] = "0"  # load without; packed below
-from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost  # noqa: E402
-from core.models.loading import load_model, resolve_preset  # noqa: E402
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.runtime.kernels import PACK_FROM_ROWS, pack_linears  # noqa: E402
+from core.cost.probe import VERIFY_CONTEXT, latency_context, measure_verify_cost
+from core.models.loading import load_model, resolve_preset
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.runtime.kernels import PACK_FROM_ROWS, pack_linears
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32)
 

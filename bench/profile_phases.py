@@ -16,20 +16,16 @@ Prints one Markdown table of milliseconds per generated token.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 from time import perf_counter
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.api import build_decoder  # noqa: E402
-from core.drafters.controller import GoodputController  # noqa: E402
-from core.engine.decoder import SpeculativeDecoder  # noqa: E402
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.studies.bench import BenchConfig, hf_runners  # noqa: E402
+from core.api import build_decoder
+from core.drafters.controller import GoodputController
+from core.engine.decoder import SpeculativeDecoder
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.studies.bench import BenchConfig, hf_runners
 
 PHASES = ("propose", "verify", "accept", "commit", "record")
 

@@ -11,22 +11,18 @@ heaviest kernels (self CPU time) per size. The cores may be shared: compare colu
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from core.cost.probe import VERIFY_CONTEXT, latency_context
-from core.models.loading import load_model, resolve_preset  # noqa: E402
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts  # noqa: E402
-from core.runtime.acceptance import TargetView  # noqa: E402
-from core.runtime.forward import _segment_inputs, chain_parents, run_segment  # noqa: E402
-from core.runtime.head import LMHead  # noqa: E402
-from core.runtime.kv_cache import PagedKVCache  # noqa: E402
+from core.models.loading import load_model, resolve_preset
+from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.runtime.acceptance import TargetView
+from core.runtime.forward import _segment_inputs, chain_parents, run_segment
+from core.runtime.head import LMHead
+from core.runtime.kv_cache import PagedKVCache
 
 SECTIONS = ("mask", "body", "lm_head", "argmax")
 

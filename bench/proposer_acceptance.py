@@ -17,15 +17,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from core.api import generate  # noqa: E402
-from core.models.prompts import load_prompts  # noqa: E402
-from core.studies.bench import language  # noqa: E402
+from core.api import generate
+from core.models.prompts import load_prompts
+from core.studies.bench import language
 
 
 DEPTHS = 4  # depth 4 and deeper counted together

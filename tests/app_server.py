@@ -17,6 +17,14 @@ TINY_MISSING = "the tiny preset's weights (assets/tiny/target, assets/tiny/draft
 APP_SCRIPT = ROOT / "app.py"
 
 
+def client(url: str):
+    """A gradio_client Client of the app at ``url`` (gradio_client is a test requirement; the modules that
+    call this skip without it)."""
+    import gradio_client
+
+    return gradio_client.Client(url, verbose=False)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from app_server import running_app
+from prompts import LOSSLESS_PROMPTS
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,3 +79,37 @@ def tiny():
     from core.models.loading import PRESETS, load_model
 
     return load_model(PRESETS["tiny"].target, "cpu"), load_model(PRESETS["tiny"].draft, "cpu")
+
+
+@pytest.fixture(scope="module")
+def baseline_target(tiny):
+    """The model ``baselines`` decodes: the tiny target (a module on another model overrides this fixture)."""
+    return tiny[0]
+
+
+@pytest.fixture(scope="module")
+def baseline_prompts():
+    """The prompts ``baselines`` covers: the engine's lossless set (a module may override this fixture)."""
+    return LOSSLESS_PROMPTS
+
+
+@pytest.fixture(scope="module")
+def baselines(request, baseline_target, baseline_prompts):
+    """What a lossless run must give, per prompt: (its ids, the target's own greedy continuation of the
+    requesting module's ``MAX_NEW`` tokens), from ``target_greedy``, i.e. model.generate(do_sample=False)."""
+    from core import target_greedy
+
+    max_new = request.module.MAX_NEW
+    out = {}
+    for prompt in baseline_prompts:
+        ids = baseline_target.tokenizer(prompt).input_ids
+        out[prompt] = (ids, target_greedy(baseline_target, ids, max_new))
+    return out
+
+
+@pytest.fixture(scope="module")
+def url():
+    """The address of ``python app.py --preset tiny``, started once per module (a module that needs other
+    flags overrides this fixture)."""
+    with running_app("tiny") as address:
+        yield address

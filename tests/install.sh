@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -r requirements-dev.txt
+# the lab itself, editable: bench/ scripts, tests and `sdlab` import core and app from this checkout
+python -m pip install -q -e . --no-deps
 if ! command -v chromium >/dev/null || ! fc-list 2>/dev/null | grep -qi "noto.*cjk"; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq

@@ -17,8 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's core (--only vllm-serve), run as a script
-
 from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 from vllm_serving import export_drafter, tiny_server, watch_requests

@@ -4,23 +4,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
+from app_server import ROOT, TINY_MISSING, TINY_READY, client
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
 
 STEP_ARGS = dict(prompt="我爱", preset="tiny", drafter="draft", k=4, width=1, temperature=0, seed=0,
                  max_new_tokens=16, eagle_nodes=16, target="", draft="")
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_app("tiny") as address:
-        yield address
-
-
-def client(url):
-    return gradio_client.Client(url, verbose=False)
 
 
 def step(c, **changes):

@@ -4,19 +4,13 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from app_server import TINY_MISSING, TINY_READY, running_app
+from app_server import TINY_MISSING, TINY_READY
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
 gradio_client = pytest.importorskip("gradio_client")
 
 STEP_ARGS = ("en", "It is a truth universally", "tiny", "eagle3", 3, 2, 0, 0, 24, 8, "", "")
-
-
-@pytest.fixture(scope="module")
-def url():
-    with running_app("tiny") as address:
-        yield address
 
 
 def scrape(url: str) -> dict:

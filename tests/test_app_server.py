@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from app_server import TINY_MISSING, TINY_READY, running_app
+from app_server import TINY_MISSING, TINY_READY, client, running_app
 from trace_cases import RENDER_BUDGET_S, RESPONSE_BUDGET_BYTES, write_blow_up_traces
 
 pytestmark = pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING)
@@ -39,10 +39,6 @@ def url():
     unreachable_hub = {"HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens there, network or not
     with running_app("tiny", args=("--max-runs", str(MAX_RUNS), "--queue-size", "8"), env=unreachable_hub) as address:
         yield address
-
-
-def client(url):
-    return gradio_client.Client(url, verbose=False)
 
 
 def status_of(c, args: dict, api_name: str = "/step") -> str:

@@ -4,6 +4,7 @@ fails or is cancelled; the batched forward equals the single-request one."""
 import math
 
 import pytest
+from prompts import LOSSLESS_PROMPTS
 import torch
 
 from core import DecodeRequest, build_decoder, target_greedy
@@ -15,7 +16,6 @@ from core.runtime.forward import chain_parents, forward_segment, run_batch_body
 from core.runtime.head import LMHead
 from core.runtime.kv_cache import PagedForward, PagedKVCache
 from core.runtime.tree import with_root
-from tests.prompts import LOSSLESS_PROMPTS
 
 
 MAX_NEW = 24

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from prompts import LOSSLESS_PROMPTS
 
 from core.models import gemma
-from tests.prompts import LOSSLESS_PROMPTS
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets" / "gemma-270m"
@@ -57,17 +57,16 @@ def gemma_target():
 
 
 @pytest.fixture(scope="module")
-def baselines(gemma_target):
-    """model.generate(do_sample=False) on the same converted weights, per prompt."""
-    from core import target_greedy
+def baseline_target(gemma_target):
+    """``baselines`` (conftest): model.generate(do_sample=False) on the same converted weights, per prompt."""
+    return gemma_target
 
+
+@pytest.fixture(scope="module")
+def baseline_prompts():
     assert len(PROMPTS) >= 10
     assert any(ord(c) > 0x4E00 for p in PROMPTS for c in p) and any(p.isascii() for p in PROMPTS)
-    out = {}
-    for prompt in PROMPTS:
-        ids = gemma_target.tokenizer(prompt).input_ids
-        out[prompt] = (ids, target_greedy(gemma_target, ids, MAX_NEW))
-    return out
+    return PROMPTS
 
 
 def _weights_present(drafter: str) -> bool:
@@ -115,7 +114,7 @@ def test_sampling_at_the_demos_temperature_follows_gemma(gemma_target, drafter, 
     seeded speculative runs follow Gemma's exact law (chi-square, as tests/test_sampling.py on tiny)."""
     from scipy.stats import chisquare
 
-    from tests.sampling_law import binned, exact_joint, sample_pairs
+    from sampling_law import binned, exact_joint, sample_pairs
 
     if not _weights_present(drafter):
         pytest.skip(f"no {drafter} weights in {ASSETS}")

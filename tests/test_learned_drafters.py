@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY
+from prompts import LOSSLESS_PROMPTS
 from safetensors.torch import load_file, save_file
+from sampling_law import binned, exact_joint
 from scipy.stats import chisquare
 
-from core.api import target_greedy
 from core.drafters.base import DraftShape, pick_children
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter, Expansion, prune
 from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run_segment
@@ -28,9 +30,6 @@ from core.train.features import draftable_cross_entropy
 from core.train.gemma_drafters import start_from
 from core.train.medusa import sparse_tree
 from core.train.vocab_coverage import coverage
-from tests.conftest import TINY
-from tests.prompts import LOSSLESS_PROMPTS
-from tests.sampling_law import binned, exact_joint
 
 
 MAX_NEW = 32
@@ -56,15 +55,6 @@ def decode(target, drafter, ids, max_new=MAX_NEW, temperature=0.0, seed=0, block
 @pytest.fixture(scope="module")
 def target(tiny):
     return tiny[0]
-
-
-@pytest.fixture(scope="module")
-def baselines(target):
-    out = {}
-    for prompt in LOSSLESS_PROMPTS:
-        ids = target.tokenizer(prompt).input_ids
-        out[prompt] = (ids, target_greedy(target, ids, MAX_NEW))
-    return out
 
 
 # ---- lossless and leak-free through the engine ------------------------------------------------
@@ -380,7 +370,7 @@ def test_training_unroll_equals_drafting_with_the_paged_cache():
 # ---- the command line and the API ---------------------------------------------------------------
 def test_the_cli_runs_eagle3_with_its_tree_options_and_traces_the_expansion(tmp_path):
     from core import read_trace
-    from tests.test_cli import cli
+    from test_cli import cli
 
     trace = tmp_path / "run.jsonl"
     proc = cli("generate", "--drafter", "eagle3", "--tree", "4x5", "--eagle-nodes", "24", "--prompt", "我爱",

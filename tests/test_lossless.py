@@ -1,8 +1,8 @@
 """Greedy speculative decoding is token-for-token the target's own model.generate(do_sample=False)."""
 import pytest
+from prompts import LOSSLESS_PROMPTS
 
-from core import DecodeRequest, build_decoder, target_greedy
-from tests.prompts import LOSSLESS_PROMPTS
+from core import DecodeRequest, build_decoder
 
 MAX_NEW = 40
 SHAPES = [
@@ -20,16 +20,6 @@ SHAPES = [
     ("draft", {"k": "auto"}),
     ("eagle3", {"tree": "auto"}),
 ]
-
-
-@pytest.fixture(scope="module")
-def baselines(tiny):
-    target, _ = tiny
-    out = {}
-    for prompt in LOSSLESS_PROMPTS:
-        ids = target.tokenizer(prompt).input_ids
-        out[prompt] = (ids, target_greedy(target, ids, MAX_NEW))
-    return out
 
 
 SLOW_SHAPES = [("draft", {"tree": "3x2"}), ("draft", {"k": 1}), ("ngram", {"tree": "3x4"})]

@@ -6,9 +6,9 @@ with a chi-square test.
 """
 import pytest
 import torch
+from sampling_law import binned, exact_joint, sample_pairs
 from scipy.stats import chisquare
 
-from tests.sampling_law import binned, exact_joint, sample_pairs
 
 # English prompts: the tiny target's Chinese is too spread out for N runs to fill the bins.
 

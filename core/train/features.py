@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from core.drafters.weights import default_folder
 from core.models.fingerprint import target_fingerprint
 from core.train.corpus import Corpus, default_cache_dir
+from core.train.output import add_output_arguments, output_folder
 from core.train.streams import random_batches, source_weights, token_streams
 
 TOP_K = 8  # next-token law kept per position: the target's top tokens and their probabilities
@@ -162,7 +162,7 @@ def add_common_arguments(parser, steps: int, batch: int, lr: float) -> None:
     """Options every ``python -m core train <drafter>`` takes."""
     parser.add_argument("--preset", default="tiny", help="preset whose target the drafter is for (default tiny)")
     parser.add_argument("--target", help="target model folder (overrides the preset's)")
-    parser.add_argument("--out", type=Path, help="output folder (default: next to the target, named after the drafter)")
+    add_output_arguments(parser, "the drafter's weights")
     parser.add_argument("--seed", type=int, default=0, help="seed for init, data and batch order (default 0)")
     parser.add_argument("--steps", type=int, default=steps, help=f"optimiser steps (default {steps})")
     parser.add_argument("--batch", type=int, default=batch, help=f"batch size (default {batch})")
@@ -192,6 +192,7 @@ def prepare(args, kind: str) -> Setup:
     from core.train.corpus import build_corpus
 
     torch.set_num_threads(args.threads)
+    out = output_folder(args.out, (Path(args.target).name if args.target else args.preset, kind), args.overwrite, kind)
     target = load_model(args.target or resolve_preset(args.preset).target, "cpu")
     corpus_dir = args.cache_dir / "tiny-corpus" if args.cache_dir else None
     corpus = build_corpus(corpus_dir)
@@ -202,7 +203,7 @@ def prepare(args, kind: str) -> Setup:
         target=target,
         train=load_or_build(target, corpus, train_settings, "train", args.cache_dir),
         heldout=load_or_build(target, corpus, heldout_settings, "heldout", args.cache_dir),
-        out=args.out or default_folder(target.path, kind),
+        out=out,
     )
 
 

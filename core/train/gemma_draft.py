@@ -30,17 +30,19 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from core.drafters.vocab import draft_rows
+from core.common.errors import UserError
+from core.common.files import save_pretrained
 from core.models.loading import VOCAB_MAP_FILE, vocab_digest
 from core.train.features import DrafterData, draftable_cross_entropy, load_or_build
 from core.train.gemma_drafters import HELDOUT_DATA, TRAIN_DATA
 from core.train.loop import TrainConfig, count_parameters, seeded, short_warmup, train
+from core.train.output import add_output_arguments, output_folder
 from core.train.streams import random_batches, source_weights, token_streams
 
 VOCAB = 4096
@@ -67,11 +69,9 @@ def new_model(args, bos: int, eos: int) -> LlamaForCausalLM:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from core.models.loading import PRESETS
-
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_draft", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(PRESETS["gemma-270m"].drafters) / "draft")
+    add_output_arguments(parser, "the draft LM (the shipped one: assets/gemma-270m/draft)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden", type=int, default=256)
@@ -132,7 +132,7 @@ def save(model, args, tokenizer, target_ids: torch.Tensor, timing: dict, checks:
     """Weights in bfloat16, ``vocab_map.json`` and ``training.json`` (options, ``timing``, data, held-out
     ``checks``) into ``args.out``."""
     args.out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(args.out)
+    save_pretrained(model.to(torch.bfloat16), args.out)
     (args.out / VOCAB_MAP_FILE).write_text(json.dumps({
         "target_ids": target_ids.tolist(), "other_id": OTHER,
         "tokens_sha256": vocab_digest(tokenizer, target_ids.tolist()),
@@ -153,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     from core.train.corpus import build_corpus
 
     args = parse_args(argv)
+    try:
+        args.out = output_folder(args.out, ("gemma-270m", "draft"), args.overwrite, "draft")
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     generator = seeded(args.seed)
     start = time.perf_counter()

@@ -37,10 +37,12 @@ from safetensors.torch import load_file, save_file
 from core.drafters.medusa import MedusaDrafter
 from core.drafters.weights import load_folder, save_folder
 from core.common.errors import UserError
+from core.common.files import write_atomic
 from core.models.fingerprint import target_fingerprint
 from core.train import drafter_data, eagle, medusa
 from core.train.features import DataSettings, DrafterData, load_or_build
 from core.train.loop import count_parameters, seeded
+from core.train.output import add_output_arguments, output_folder
 
 # Half the windows and prompts Chinese (the corpus default is 10%): the 我爱中国 lesson and half the
 # held-out prompts are Chinese, and Gemma's Chinese needs its own share of a small budget.
@@ -58,7 +60,8 @@ def to_bfloat16(folder: Path) -> None:
     the drafters cast to the target's dtype when they load)."""
     path = folder / "model.safetensors"
     state = load_file(str(path))
-    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}, str(path))
+    state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}
+    write_atomic(path, lambda tmp: save_file(state, str(tmp)))
 
 
 def subset(data: DrafterData, fraction: float, seed: int) -> DrafterData:
@@ -187,14 +190,14 @@ def train_medusa(target, data, heldout, out: Path, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.models.loading import PRESETS, load_model, resolve_preset
+    from core.models.loading import load_model, resolve_preset
     from core.train.corpus import build_corpus
 
     parser = argparse.ArgumentParser(prog="python -m core.train.gemma_drafters", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="eagle3,eagle,medusa",
                         help="drafters to train, comma-separated (empty: only build the cached data)")
-    parser.add_argument("--out", type=Path, default=Path(PRESETS["gemma-270m"].drafters))
+    add_output_arguments(parser, "one folder per drafter (the shipped ones: assets/gemma-270m)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=8, help="EAGLE batch (sequences)")
@@ -214,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.data_fraction <= 1:
         parser.error("--data-fraction must be in (0, 1]")
+    try:
+        args.out = output_folder(args.out, ("gemma-270m",), args.overwrite, "gemma")
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     torch.set_num_threads(args.threads)
     start = time.perf_counter()

@@ -1,12 +1,13 @@
 """Train the embedded ``tiny`` family: one BPE tokenizer, a Llama target and a Llama draft.
 
-    python -m core train tiny [--seed 0] [--steps N] [--out assets/tiny] [--which all]
+    python -m core train tiny [--seed 0] [--steps N] [--out OUT] [--overwrite] [--which all]
 
 ``--which target`` trains the tokenizer and the target; ``--which draft`` trains the draft
 against an already trained target in ``OUT/target`` (it reuses that tokenizer); ``all``
 does both. Each model folder is a plain transformers folder (``from_pretrained`` works
 offline). Held-out loss, perplexity, timings, greedy draft/target agreement and two
-sample continuations are written to ``OUT/train_stats.json``.
+sample continuations are written to ``OUT/train_stats.json``. ``OUT`` defaults to a folder under the lab
+cache; the shipped ``assets/tiny`` is replaced only with ``--out assets/tiny --overwrite`` (core.train.output).
 
 Everything is reproducible from ``--seed``: weights are initialised after
 ``torch.manual_seed`` and batches are drawn from a ``torch.Generator`` seeded alike.
@@ -29,8 +30,10 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM,
                           PreTrainedTokenizerFast)
 
+from core.common.files import save_pretrained
 from core.train.corpus import SOURCES, Corpus, build_corpus
 from core.train.loop import TrainConfig, count_parameters, seeded, train
+from core.train.output import add_output_arguments, output_folder
 from core.train.streams import eval_windows, random_batches, source_weights, token_streams
 
 VOCAB_SIZE = 8000
@@ -200,8 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for init and data order (default 0)")
     parser.add_argument("--steps", type=int, default=None,
                         help=f"optimiser steps per model (default {DEFAULT_STEPS})")
-    parser.add_argument("--out", type=Path, default=Path("assets/tiny"),
-                        help="output folder holding target/ and draft/ (default assets/tiny)")
+    add_output_arguments(parser, "target/ and draft/")
     parser.add_argument("--which", choices=("target", "draft", "all"), default="all",
                         help="train the tokenizer + target, the draft only, or all (default)")
     parser.add_argument("--cache-dir", type=Path, default=None,
@@ -233,7 +235,7 @@ def _train_one(role: str, tokenizer, corpus: Corpus, args, teacher=None) -> tupl
                          distill_weight=0.5 if teacher is not None else 0.0)
     model, stats = train_member(role, SHAPES[role], tokenizer, token_streams(corpus.train, tokenizer),
                                 token_streams(corpus.heldout, tokenizer), config, args.seed, teacher)
-    model.save_pretrained(args.out / role)
+    save_pretrained(model, args.out / role)
     tokenizer.save_pretrained(args.out / role)
     return model, stats
 
@@ -247,6 +249,7 @@ def update_json(path: Path, update: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train the requested members of the tiny family into ``args.out``; returns an exit code."""
+    args.out = output_folder(args.out, ("tiny",), args.overwrite, "tiny")
     torch.set_num_threads(2)
     start = time.perf_counter()
     corpus = build_corpus(args.cache_dir)
