@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import attributes
-import house
+import house_counts
 import import_graph
 
 
@@ -35,6 +35,7 @@ def test_a_layer_is_a_folder():
 
 def test_every_instance_attribute_is_created_in_init():
     assert attributes.late_attributes("core") == []
+    assert attributes.late_attributes("app") == []
 
 
 def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
@@ -55,28 +56,6 @@ def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
         ("pkg.run", "Run", "late", "start")]
 
 
-def test_no_function_in_core_is_longer_than_a_screen():
-    assert house.long_functions("core", skip=("train",)) == []
-
-
-def test_the_counter_counts_a_function_from_def_to_last_line(tmp_path):
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "m.py").write_text(
-        "@decorator\n"
-        "def four():\n"  # 1 + 3 lines; the decorator is not counted
-        "    a = 1\n"
-        "    b = 2\n"
-        "    return a + b\n"
-        "\n"
-        "class C:\n"
-        "    def outer(self):\n"  # 8 lines, its nested function's included
-        "        a = 1\n"
-        "        def inner():\n"  # 5 lines, counted on its own too
-        "            b = 2\n"
-        "            c = 3\n"
-        "            d = 4\n"
-        "            return b + c + d\n"
-        "        return inner\n")
-    assert house.long_functions(tmp_path / "pkg", limit=4) == [
-        ("pkg/m.py", "C.outer", 8), ("pkg/m.py", "C.outer.inner", 5)]
-    assert house.long_functions(tmp_path / "pkg", limit=3)[0] == ("pkg/m.py", "four", 4)
+def test_no_function_outside_training_is_longer_than_a_screen_and_no_view_state_is_a_god_object():
+    assert house_counts.functions_over(60) == []  # core (but core/train), app, bench, app.py
+    assert max(fields for *_, fields in house_counts.app_states()) <= 8
