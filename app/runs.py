@@ -3,6 +3,7 @@ generator advanced under a lock, its records kept, every step counted in the ser
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager, nullcontext
 
 from core.api import build_decoder
 from core.cost.curve import CostCurve, cached_curve
@@ -42,13 +43,17 @@ class Stepped:
 
     def step(self):
         """Advance one item (a step, a batched step); None once the generator is over."""
-        with self._lock:
+        with self._lock, self._stepping():
             item = self._next()
             if item is None:
                 return None
             if self._take(item):
                 self._finish()
             return item
+
+    def _stepping(self) -> AbstractContextManager:
+        """Entered around each step (the run counts as running in /metrics only then)."""
+        return nullcontext()
 
     def _take(self, item) -> bool:
         """Keep ``item``; True when it is the last one (called with the lock held)."""
@@ -76,12 +81,16 @@ class Run(Stepped):
 
     def __init__(self, request: DecodeRequest):
         decoder, prompt_ids = build_decoder(request, inspect=True)  # the page shows why each step kept what it kept
-        self.meter = lab_metrics().meter(model_name(request))  # the server's /metrics counts every step
+        # the server's /metrics counts every step, and the run as running only while a step is computed
+        self.meter = lab_metrics().meter(model_name(request), stepped=True)
         self.request = request
         self.prompt = request.prompt
         self.decoder = decoder
         self.records: list[StepRecord] = []
         super().__init__(decoder.steps(prompt_ids))  # done: the engine has returned its KV blocks
+
+    def _stepping(self) -> AbstractContextManager:
+        return self.meter.stepping()
 
     def _take(self, record: StepRecord) -> bool:
         self.records.append(record)

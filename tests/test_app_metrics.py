@@ -48,7 +48,9 @@ def test_metrics_equal_the_stepped_runs_records(url):
         [p * totals.drafts for p in totals.per_position_acceptance])
     assert got["vllm:generation_tokens_total"][labels] == totals.new_tokens
     assert got["sdlab_verify_seconds_count"][labels] == 5
-    assert during["vllm:num_requests_running"][labels] == 1 and got["vllm:num_requests_running"][labels] == 0
+    # between two Steps the run is not decoding: paused, not running (the gauge counts requests decoding)
+    assert during["vllm:num_requests_running"][labels] == 0 and during["sdlab_requests_paused"][labels] == 1
+    assert got["vllm:num_requests_running"][labels] == 0 and got["sdlab_requests_paused"][labels] == 0
     assert during["sdlab_kv_blocks_in_use"][labels] > 0 and got["sdlab_kv_blocks_in_use"][labels] == 0
 
 
