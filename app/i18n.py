@@ -271,9 +271,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "time.total": ("{s:.2f} s · {tokens} 个 token", "{s:.2f} s · {tokens} tokens"),
     "time.axis": ("引擎时间（秒，不含两步之间的等待）", "engine time (s, waits between steps excluded)"),
     "time.run": ("推测解码（本次运行）", "speculative (this run)"),
+    "time.other": ("其余（预填充、记账）", "the rest (prefill, bookkeeping)"),
+    "time.other_hover": ("步骤之外的引擎时间（预填充、记账）：{ms:.1f} 毫秒", "engine time outside the steps (prefill, "
+                         "bookkeeping): {ms:.1f} ms"),
     "time.plain": ("普通解码：每个 token 一步，每步 {ms:.1f} ms", "plain: one step per token, {ms:.1f} ms each"),
-    "time.compare_title": ("时间花在哪里：每种草稿方法第一次重复的每一步", "Where the time goes: every step of each "
-                           "drafter's first repeat"),
+    "time.compare_title": ("时间花在哪里：每种草稿方法中位重复（表里那一次）的每一步", "Where the time goes: every step "
+                           "of each drafter's median repeat (the one the table reports)"),
     "even.title": ("接受率要多高才划算（本草稿方法、本形状、本机）", "How high must acceptance be to pay (this "
                    "drafter, shape and machine)"),
     "even.no_curve": ("本机还没有测过这个模型的验证开销曲线 v(n)：先跑一次“自动”或“比较草稿方法”，或运行 "
@@ -989,14 +992,19 @@ TEXT: dict[str, tuple[str, str]] = {
     "cmp.mode_quick": ("快速", "quick"),
     "cmp.mode_full": ("完整", "full"),
     "cmp.estimate": ("预计用时约 {time}（{runs} 次运行，含预热；按本机目标模型单独生成每个 token 约 {ms:.0f} 毫秒估算，草稿方法"
-                     "的开销会让它有出入）。",
+                     "的开销会让它有出入；预热之后、每轮之后都会重新估计）。",
                      "Estimated time: about {time} ({runs} runs, warm-ups included; from this machine's {ms:.0f} ms per "
-                     "token for the target alone — the drafters' own costs can move it)."),
+                     "token for the target alone — the drafters' own costs can move it; estimated again after the "
+                     "warm-up and as each run goes)."),
     "cmp.no_estimate": ("还没有估计：这台机器上这个目标模型每个 token 的耗时还没测过（{runs} 次运行，含预热）。第一次预热后就"
                         "会显示剩余时间。",
                         "No estimate yet: this target's time per token on this machine has not been measured ({runs} "
                         "runs, warm-ups included). The time left shows after the first warm-up."),
     "cmp.left": ("——预计还剩约 {time}", "— about {time} left"),
+    "cmp.busier": ("（本机现在比开始时慢 {slow:.1f} 倍：有别的程序在用 CPU，剩余时间已按此放大；各行的加速比是同一轮内比较的，"
+                   "仍然可比）", "(this machine now runs {slow:.1f}× slower than at the start: something else is using "
+                   "the CPU, and the time left is scaled by it; the speedups compare runs of the same round, so they "
+                   "still compare)"),
     "cmp.minutes": ("{m} 分 {s} 秒", "{m} min {s} s"),
     "cmp.seconds": ("{s} 秒", "{s} s"),
     "cmp.warnings": ("<br>⚠ {n} 条提示（{kinds}）——点开看详情", "<br>⚠ {n} notes ({kinds}) — open for details"),

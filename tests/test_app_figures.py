@@ -351,7 +351,13 @@ def test_a_comparison_warms_up_interleaves_and_repeats(tmp_path, monkeypatch):
     assert point.speedup == comparison.speedup(comparison.setups[1]).median
     assert worth["speedup (predicted)"][0] == f"{point.predicted:.2f}×"
 
-    from app.views.compare.view import duration, estimate_line, seconds_left
+    from app.views.compare.view import duration, estimate_line
+    from core.studies.comparison import estimate_left
+
+    def seconds_left(*args, **kwargs):
+        estimate = estimate_left(*args, **kwargs)
+        return None if estimate is None else estimate.left_s
+
     # the time left, from what was measured: before the start one forward per token, at the end nothing
     assert seconds_left(requests, 2, forward_s=0.01) == pytest.approx(2 * (WARMUP_TOKENS + 2 * 10) * 0.01)
     assert seconds_left(requests, 2) is None and "No estimate yet" in estimate_line(requests, 2, None, "en")
@@ -683,3 +689,21 @@ def test_the_scaling_figure_draws_each_share_of_the_data_in_its_drafters_colour(
     tau = [trace for trace in fig.data if trace.showlegend is False]
     assert [list(trace.x) for trace in tau] == [[50_000, 200_000, 1_000_000]] * 2
     assert "No scaling result" in scaling_figure(None, "en").layout.annotations[0].text
+
+
+def test_a_compare_lane_ends_at_the_runs_engine_time_the_table_reads():
+    """The bar of a set-up ends at its run's whole engine time (what the table's wall column reads), the
+    time outside draft and verify drawn as its own segment; Compare draws the median repeat."""
+    from types import SimpleNamespace
+
+    from app.figures.timeline import Lane, timeline_figure
+    from core.studies.comparison import TimedSetup
+
+    lane = Lane("hybrid · k=4", [0.1, 0.2], [0.5, 0.7], [3, 2], wall_s=2.0)
+    fig = timeline_figure([lane], "en")
+    other = [trace for trace in fig.data if trace.name == "the rest (prefill, bookkeeping)"]
+    assert lane.steps_s == pytest.approx(1.5) and lane.total_s == 2.0
+    assert other and other[0].base[0] == pytest.approx(1.5) and other[0].x[0] == pytest.approx(0.5)
+    assert fig.layout.annotations[0].text.startswith("2.00 s")
+    runs = [SimpleNamespace(wall_s=w) for w in (3.0, 1.0, 2.0)]
+    assert TimedSetup(request=None, results=runs).median_run.wall_s == 2.0

@@ -4,7 +4,9 @@ verifying time, scaled to the measured seconds, with the tokens it emitted marke
 Step by step draws two lanes: the run itself, from its StepRecords, and plain decoding -- one target
 forward per token, each as long as the one-token forward the verify-cost probe measured on this
 machine (``core.cost.curve``), which the lane's name says. Compare draws one lane per drafter from
-its first repeat's records; its ``none`` lane is a real plain run.
+the repeat its table reports (the median wall time); its ``none`` lane is a real plain run. A lane
+with the run's whole engine time (``wall_s``) ends there, the time outside draft and verify (prefill,
+bookkeeping) drawn as its own grey segment, so the bar reads what the table reads.
 """
 from __future__ import annotations
 
@@ -27,10 +29,12 @@ class Lane:
     draft_s: list[float]  # per step
     verify_s: list[float]
     tokens: list[int]  # emitted per step
+    wall_s: float | None = None  # the run's whole engine time, when it is known (``RunResult.wall_s``)
 
     @classmethod
-    def of(cls, name: str, records: list[StepRecord]) -> "Lane":
-        return cls(name, [r.draft_s for r in records], [r.verify_s for r in records], [len(r.emitted) for r in records])
+    def of(cls, name: str, records: list[StepRecord], wall_s: float | None = None) -> "Lane":
+        return cls(name, [r.draft_s for r in records], [r.verify_s for r in records], [len(r.emitted) for r in records],
+                   wall_s)
 
     @classmethod
     def plain(cls, name: str, tokens: int, forward_s: float) -> "Lane":
@@ -47,8 +51,14 @@ class Lane:
         return out
 
     @property
-    def total_s(self) -> float:
+    def steps_s(self) -> float:
+        """Drafting and verifying, summed over the steps."""
         return sum(self.draft_s) + sum(self.verify_s)
+
+    @property
+    def total_s(self) -> float:
+        """Where the lane ends: the run's whole engine time when known, else its steps'."""
+        return max(self.wall_s or 0.0, self.steps_s)
 
 
 def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
@@ -67,6 +77,13 @@ def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
                                tokens=lane.tokens[i]))
         fig.add_trace(go.Bar(x=x, base=base, y=y, orientation="h", name=t(f"time.{part}", lang), marker_color=color,
                              marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text"))
+    other = [lane for lane in lanes if lane.total_s > lane.steps_s]
+    if other:
+        fig.add_trace(go.Bar(
+            x=[lane.total_s - lane.steps_s for lane in other], base=[lane.steps_s for lane in other],
+            y=[lane.name for lane in other], orientation="h", name=t("time.other", lang), marker_color="#d9d9d9",
+            hovertext=[t("time.other_hover", lang, ms=(lane.total_s - lane.steps_s) * 1e3) for lane in other],
+            hoverinfo="text"))
     ends_x, ends_y, counts = [], [], []
     for lane in lanes:
         for start, draft, verify, tokens in zip(lane.starts, lane.draft_s, lane.verify_s, lane.tokens):

@@ -73,6 +73,13 @@ class TimedSetup:
         return tally(self.records).tau
 
     @property
+    def median_run(self) -> RunResult:
+        """The timed run whose wall time is the median's (the lower middle one of an even count): the
+        run a table's median wall time describes."""
+        ordered = sorted(self.results, key=lambda r: r.wall_s)
+        return ordered[(len(ordered) - 1) // 2]
+
+    @property
     def seconds_per_token(self) -> float | None:
         """The timed runs' median seconds per token, else the warm-up's; None before either."""
         runs = self.results or ([self.warmup] if self.warmup is not None else [])

@@ -3,7 +3,6 @@ timed in interleaved rounds (``core.studies.comparison``); the table and plots g
 with medians, their range and a note where the timing cannot be trusted."""
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 
@@ -13,8 +12,8 @@ import pandas as pd
 from core.records import metrics
 from core.api.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
-from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, WARMUP_TOKENS, Comparison, Progress, Spread, TimedSetup,
-                                     run_comparison)
+from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, Comparison, Progress, Spread, TimedSetup,
+                                     estimate_left, run_comparison)
 
 from ... import memory
 from ...controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
@@ -108,36 +107,6 @@ def warnings_html(comparison: Comparison, lang: str, skipped: list[str]) -> str:
             + "<br>".join(lines) + "</details>")
 
 
-def seconds_left(requests: list[DecodeRequest], rounds: int, comparison: Comparison | None = None,
-                 forward_s: float | None = None) -> float | None:
-    """What is left of a comparison, in seconds, from what this machine measured: each timed run
-    as long as the same set-up's earlier runs (else the baseline's, else one one-token forward
-    ``forward_s`` per token), a warm-up one forward per token. None with nothing measured yet."""
-    c = comparison
-    measured = c is not None and bool(c.setups) and bool(c.baseline.results)
-    if measured:
-        forward_s = c.forward_s
-    elif c is not None and c.curve is not None:
-        forward_s = c.curve.forward_s
-    if not forward_s:
-        return None
-    setups = {s.request: s for s in c.setups} if c is not None else {}
-    warmed = len(c.setups) + len(c.skipped) if c is not None else 0
-    baseline_s = statistics.median(c.baseline.walls) if measured else None
-
-    def run_s(request: DecodeRequest) -> float:
-        setup = setups.get(request)
-        if setup is not None and setup.results:
-            return statistics.median(setup.walls)
-        return baseline_s or request.max_new_tokens * forward_s
-
-    warmups = sum(min(WARMUP_TOKENS, r.max_new_tokens) * forward_s for r in requests[warmed:])
-    if warmed >= len(requests):  # the warm-up is over: a request without a set-up was skipped in it
-        requests = [r for r in requests if r in setups]
-    done = {r: len(setups[r].results) if r in setups else 0 for r in requests}
-    return warmups + sum(max(0, rounds - done[r]) * run_s(r) for r in requests)
-
-
 def duration(seconds: float, lang: str) -> str:
     """A time in minutes and seconds: "2 min 10 s" / "2 分 10 秒"."""
     seconds = max(1, round(seconds))
@@ -166,7 +135,7 @@ class CompareView(View):
     status: gr.Markdown
     table: gr.Dataframe
     plot: gr.Plot
-    timeline: gr.Plot  # where the time goes: one lane per set-up's first repeat, the baseline a real plain run
+    timeline: gr.Plot  # where the time goes: one lane per set-up's median repeat, the baseline a real plain run
 
     @property
     def outputs(self) -> list:
@@ -174,11 +143,12 @@ class CompareView(View):
 
     def render(self, session: Session, lang: str) -> dict:
         comparison = session.of(CompareState).comparison
-        runs = [] if comparison is None else [(s.label, s.results[0].steps) for s in comparison.setups if s.results]
-        if not runs:
+        shown = [] if comparison is None else [(s.label, s.median_run) for s in comparison.setups if s.results]
+        if not shown:
             blank = empty(t("hint.press_compare", lang))
             return {self.table: table(None, lang), self.plot: blank, self.timeline: blank}
-        lanes = [Lane.of(label, steps) for label, steps in runs]
+        runs = [(label, run.steps) for label, run in shown]
+        lanes = [Lane.of(label, run.steps, run.wall_s) for label, run in shown]
         return {self.table: table(comparison, lang), self.plot: compare_figure(runs, lang),
                 self.timeline: timeline_figure(lanes, lang, t("time.compare_title", lang))}
 
@@ -251,10 +221,10 @@ def build(page: Page) -> CompareView:
 def estimate_line(requests: list[DecodeRequest], repeats: int, forward_s: float | None, lang: str) -> str:
     """Before a comparison starts: how long it should take, or why there is no estimate yet."""
     runs = len(requests) * (repeats + 1)
-    seconds = seconds_left(requests, repeats, forward_s=forward_s)
-    if seconds is None:
+    estimate = estimate_left(requests, repeats, forward_s=forward_s)
+    if estimate is None:
         return t("cmp.no_estimate", lang, runs=runs)
-    return t("cmp.estimate", lang, time=duration(seconds, lang), runs=runs, ms=forward_s * 1e3)
+    return t("cmp.estimate", lang, time=duration(estimate.left_s, lang), runs=runs, ms=forward_s * 1e3)
 
 
 def compare(view: CompareView, session: Session, requests: list[DecodeRequest], repeats: int, lang: str, queue):
@@ -279,9 +249,11 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
             yield view.render(session, lang)
             continue
         line = _progress_line(progress, len(requests), lang)
-        left = seconds_left(requests, repeats, comparison)
+        left = estimate_left(requests, repeats, comparison, progress=progress)
         if left is not None:
-            line += " " + t("cmp.left", lang, time=duration(left, lang))
+            line += " " + t("cmp.left", lang, time=duration(left.left_s, lang))
+            if left.busier:
+                line += " " + t("cmp.busier", lang, slow=left.slowdown)
         yield {view.state: session, view.status: "<br>".join([line, estimate, *skipped])}
     comparison = mine.comparison
     if comparison.stopped is not None:
