@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The chat-trained Gemma drafters (docs/gemma.md, "Data for the chat-trained drafters" and
-# "Retraining for chat-style prompts"), as one resumable background job: the three data parts,
+# The chat-trained Gemma drafters (docs/gemma.md, "The drafters shipped"; each part's command, time and
+# held-out numbers in assets/gemma-270m/MODEL_CARD.md), as one resumable background job: the three data parts,
 # then eagle3 (hybrid's EAGLE-3 part too) and eagle trained on all three.
 #
 #   setsid nohup bash core/train/chat_drafters.sh >/dev/null 2>&1 &      # start, or resume
