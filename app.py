@@ -54,6 +54,12 @@ def main() -> None:
     parser.add_argument("--run-budget", type=int, default=defaults.run_budget,
                         help="new tokens x (draft tree nodes + 1) one request may ask for, summed over a "
                              f"comparison's runs (default: {defaults.run_budget})")
+    parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions,
+                        help=f"browser or API sessions alive at once; a new one beyond is refused with a message "
+                             f"(default: {defaults.max_sessions})")
+    parser.add_argument("--session-ttl", type=int, default=defaults.session_ttl_s,
+                        help="seconds after which an idle session is closed: its runs stopped, its memory returned "
+                             f"(default: {defaults.session_ttl_s})")
     args = parser.parse_args()
 
     from app.controls import ModelPolicy, MonitorPolicy
@@ -72,7 +78,7 @@ def main() -> None:
                                     no_own_models=args.no_own_models, trust_remote_code=args.trust_remote_code)
     monitor_policy = MonitorPolicy.for_server(args.host, args.port, allow_remote=args.allow_remote_monitor)
     try:
-        limits = ServerLimits(args.max_runs, args.queue_size, args.run_budget)
+        limits = ServerLimits(args.max_runs, args.queue_size, args.run_budget, args.max_sessions, args.session_ttl)
     except ValueError as e:
         parser.error(str(e))
     launch(build_app(args.preset, args.lang, policy, monitor_policy, limits), args.host, args.port, limits,

@@ -14,6 +14,7 @@ import gradio as gr
 from core import UserError
 
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
+from .session import SessionsFull
 
 LANGS = {code for _, code in LANG_CHOICES}
 
@@ -53,8 +54,9 @@ def guarded(status):
                 else:
                     yield result
             except UserError as e:
-                _warn(str(e), lang)
-                yield {status: error_markdown(str(e), lang)}
+                message = e.message(lang) if isinstance(e, SessionsFull) else str(e)
+                _warn(message, lang)
+                yield {status: error_markdown(message, lang)}
             except Exception as e:  # an engine bug must not leave the page without a word
                 log.exception("handler %s failed", handler.__name__)
                 message = t("err.internal", lang, error=f"{type(e).__name__}: {e}")

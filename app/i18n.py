@@ -942,6 +942,12 @@ TEXT: dict[str, tuple[str, str]] = {
                 "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
                 "the one token the target writes alone."),
     "why.numbers": ("具体数字", "The numbers"),
+    "err.sessions_full": ("服务器已满：同时开着 {n} 个会话，这是它的上限。请过几分钟再试——空闲超过 {minutes} 分钟的会话会被关闭，"
+                          "腾出位置。", "The server is full: {n} sessions are open, its limit. Try again in a few "
+                          "minutes -- a session idle for {minutes} minutes is closed to make room."),
+    "err.session_expired": ("这个会话空闲太久，已被关闭（它的运行已停止、内存已归还）；从头再开始即可。",
+                            "This session was idle too long and was closed (its runs stopped, its memory "
+                            "returned); start again."),
     "why.disturbed_cpu": ("这一步的计时被打扰了：机器上还有别的程序在抢 CPU，这一步只分到约 {share:.1f} 个核，所以上面的毫秒数和倍数"
                           "不代表本机平时的速度（控制器不从这一步学习）。",
                           "This step's timing was disturbed: other programs were using the CPU and it got about "

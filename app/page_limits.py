@@ -29,9 +29,11 @@ class ServerLimits:
     max_runs: int = 4  # decoding requests (Step, Play, Compare, the classroom, a batch sweep) at once
     queue_size: int = 32  # requests waiting in Gradio's queue; more are refused ("queue is full")
     run_budget: int = 32_768  # per request: new tokens x (draft tree nodes + 1), summed over its runs
+    max_sessions: int = 200  # browser (or API) sessions alive at once; a new one beyond is refused
+    session_ttl_s: int = 1800  # a session idle this long is closed: its runs stopped, its memory returned
 
     def __post_init__(self):
-        if min(self.max_runs, self.queue_size, self.run_budget) < 1:
+        if min(self.max_runs, self.queue_size, self.run_budget, self.max_sessions, self.session_ttl_s) < 1:
             raise ValueError("server limits must be at least 1")
 
 

@@ -2,6 +2,8 @@
 lives in one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -18,7 +20,7 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .page_limits import RunGate, ServerLimits
-from .session import close_session, ensure
+from .session import SESSIONS, close_session, ensure, forget_idle
 from .views import batch_sizes, classroom, compare, production, replay, serving_engine, stepper, worth
 from .views.page import Page, View
 
@@ -65,7 +67,8 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
     ``limits``: runs at once, the work per request, the queue (``app.page_limits``)."""
     labels = Labels(lang)
     with gr.Blocks(title=t("app.title", lang)) as demo:
-        state = gr.State(None, delete_callback=close_session)
+        # an idle session is closed after the time-to-live (app.session): runs stopped, memory returned
+        state = gr.State(None, time_to_live=limits.session_ttl_s, delete_callback=close_session)
         with gr.Row(equal_height=True):
             labels.make(gr.Markdown, text="app.header", elem_id="app-header")
             lang_radio = gr.Radio(LANG_CHOICES, value=lang, show_label=False, elem_id="lang-toggle",
@@ -115,8 +118,25 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     """Serve ``demo``; at most ``limits.queue_size`` requests wait, the rest are refused at once.
     ``routes``: extra Starlette routes served beside the page (``/metrics``)."""
     memory.limit_arenas()  # before Gradio's worker threads start (app.memory)
+    SESSIONS.configure(limits.max_sessions, limits.session_ttl_s)
+    threading.Thread(target=_forget_idle_sessions, args=(demo, limits.session_ttl_s), daemon=True).start()
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
+        state_session_capacity=SESSION_CAPACITY_FACTOR * limits.max_sessions,
         server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_TRACE_BYTES,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
         _frontend=False,  # no self-check: its 3 s request to localhost times out on a busy machine and aborts the start
     )
+
+
+SESSION_CAPACITY_FACTOR = 4  # Gradio keeps this many times the live-session cap (page loads without a state
+# included) before it drops the oldest on its own, which it does without closing them
+FORGET_EVERY_S = 5.0
+
+
+def _forget_idle_sessions(demo: gr.Blocks, ttl_s: float) -> None:
+    """Every few seconds, drop what Gradio keeps of sessions its time-to-live has closed (``app.session.forget_idle``)."""
+    while True:
+        time.sleep(FORGET_EVERY_S)
+        holder = getattr(demo, "state_holder", None)  # set once the server app exists
+        if holder is not None:
+            forget_idle(holder, ttl_s)
