@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import time
 
+from busy import busy_processes
+
 from core import generate
 from core.models.prompts import load_prompts
-
-
-def spin(stop_at: float) -> None:
-    while time.time() < stop_at:
-        pass
 
 
 def check(preset: str, drafters: list[str], prompts: list[str], max_new_tokens: int) -> dict:
@@ -59,14 +55,8 @@ def main() -> None:
     drafters = args.drafters.split(",")
     generate(prompts[0], args.preset, drafters[0], k="auto", max_new_tokens=8)  # load and measure the curve first
     rows = {"idle": check(args.preset, drafters, prompts, args.max_new_tokens)}
-    busy = [multiprocessing.Process(target=spin, args=(time.time() + 3600,), daemon=True) for _ in range(args.busy)]
-    for process in busy:
-        process.start()
-    try:
+    with busy_processes(args.busy):
         rows[f"{args.busy} busy"] = check(args.preset, drafters, prompts, args.max_new_tokens)
-    finally:
-        for process in busy:
-            process.terminate()
     print(json.dumps({"preset": args.preset, "cores": os.cpu_count(), "load_before": os.getloadavg()[0], **rows},
                      indent=1))
 

@@ -533,3 +533,35 @@ def test_the_disturbance_rule():
     assert disturbed(0.040, 0.010) == "cpu"  # a quarter of a core: waiting for one
     assert disturbed(0.040, 0.045, expected_s=0.010) == "slow"  # all its CPU, 4x the time: cores shared in-process
     assert disturbed(0.015, None, expected_s=0.010) == "" and disturbed(0.0, 0.0) == ""
+
+
+def test_the_why_line_the_break_even_point_the_timeline_and_worth_it_read_one_plain_reference(monkeypatch):
+    """One run, one plain reference (``core.records.metrics.plain_reference``): the why-line's plain
+    step, the break-even model's unit, the timeline note's plain lane and Worth it?'s c all read it;
+    a step the CPU disturbed says so beside its numbers, in both languages."""
+    import dataclasses
+
+    import core.api.decoding
+    from app.figures.breakeven import break_even
+    from app.render import decision_line, reference_note
+    from app.shared import measured_point
+    from core.records import metrics
+
+    monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: STEEP)
+    result = generate(AUSTEN, drafter="draft", k="auto", max_new_tokens=24)
+    records = result.steps
+    reference = metrics.plain_reference(records, STEEP.forward_s)
+    assert reference.source == "run" and reference.seconds == records[-1].decision.plain_step_s
+    ms = f"{reference.seconds * 1e3:.1f}"
+    assert ms in decision_line(records[-1], "en") and ms in reference_note(reference, "en")
+    even = break_even(records, STEEP)
+    assert even is None or even.forward_s == reference.seconds
+    point = measured_point("draft", records, 4, curve=STEEP)
+    cost = metrics.step_cost(records, reference.seconds)
+    assert point.c == pytest.approx(cost.draft / 4)
+    assert all(r.decision.expected_gain <= r.decision.expected_tokens + 1e-9 for r in records)
+
+    busy = dataclasses.replace(records[-1], disturbed="cpu", cpu_s=0.25 * (records[-1].draft_s + records[-1].verify_s))
+    assert "got about 0.2 of a core" in decision_line(busy, "en") or "got about 0.3 of a core" in decision_line(busy, "en")
+    assert "计时被打扰" in decision_line(busy, "zh")
+    assert "disturbed" not in decision_line(records[-1], "en") or records[-1].disturbed

@@ -40,6 +40,7 @@ from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.records.metrics import Tallies, tally
 from core.api.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
+from core.studies.results import worst
 from core.vllm.peer import VllmPeer
 
 BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
@@ -449,15 +450,6 @@ def markdown_table(result: dict) -> str:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
     return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
-
-
-def worst(row: dict) -> str:
-    """The worst prompt's speedup and, where the row has them all, which prompt (1-based, the file's order)."""
-    if row.get("min_speedup") is None:
-        return "–"
-    ratios = row.get("prompt_speedups") or []
-    at = f" (#{ratios.index(row['min_speedup']) + 1})" if row["min_speedup"] in ratios else ""
-    return f"{row['min_speedup']:.2f}×{at}"
 
 
 def sweep_markdown(result: dict) -> list[str]:

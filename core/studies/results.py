@@ -144,6 +144,7 @@ def num(value: float | None, pattern: str) -> str:
 
 
 def worst(row: dict) -> str:
+    """The worst prompt's speedup and, where the row has them all, which prompt (1-based, the file's order)."""
     if row.get("min_speedup") is None:
         return "–"
     ratios = row.get("prompt_speedups") or []
