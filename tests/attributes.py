@@ -2,7 +2,8 @@
 
 ``late_attributes(root)`` lists ``(module, class, attribute, method)`` for each ``self.X = ...`` in a
 method other than ``__init__`` / ``__post_init__`` / ``setUp`` where ``X`` is created nowhere a
-reader looks first: not in those methods, not in the class body (class attributes, dataclass and
+reader looks first: not in those methods (nor in a method of the class they call on ``self``, as
+``self._begin_run(None)``), not in the class body (class attributes, dataclass and
 pydantic fields, properties) of the class or of its bases found under ``root`` (bases from outside,
 ``nn.Module`` or ``BaseModel``, are not read).
 
@@ -60,6 +61,17 @@ def _assigned(method: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return names
 
 
+def _self_calls(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names of the methods ``method`` calls on its own ``self``."""
+    args = method.args.posonlyargs + method.args.args
+    if not args:
+        return set()
+    self_name = args[0].arg
+    return {node.func.attr for node in ast.walk(method) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == self_name}
+
+
 def _class_body_names(cls: ast.ClassDef) -> set[str]:
     """Names the class body itself creates: class attributes, fields, methods and properties."""
     names = set()
@@ -108,9 +120,12 @@ class _Index:
         if (module, cls.name) in seen:
             return set()
         names = _class_body_names(cls)
-        for node in cls.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in CONSTRUCTORS:
-                names.update(_assigned(node))
+        methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for name in CONSTRUCTORS:
+            if name in methods:
+                names.update(_assigned(methods[name]))
+                for called in _self_calls(methods[name]) & set(methods):  # one level: the constructor's helpers
+                    names.update(_assigned(methods[called]))
         for owner, base in self.bases(module, cls):
             names |= self.created(owner, base, seen | {(module, cls.name)})
         return names

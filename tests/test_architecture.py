@@ -50,10 +50,13 @@ def test_the_attribute_checker_sees_an_attribute_created_late(tmp_path):
         "        self.count += 1\n\n"
         "@dataclass\nclass Fields:\n    field: int = 0\n"
         "    def __post_init__(self):\n        self.derived = 1\n"
-        "    def step(self):\n        self.field, self.derived = 2, 3\n        self.other = 4\n")
+        "    def step(self):\n        self.field, self.derived = 2, 3\n        self.other = 4\n\n"
+        "class Reset:\n    def __init__(self):\n        self._reset()\n"
+        "    def _reset(self):\n        self.count = 0\n    def again(self):\n        self._reset()\n"
+        "        self.count, self.later = 1, 2\n")
     assert attributes.late_attributes(tmp_path / "pkg") == [
-        ("pkg.run", "Fields", "other", "step"), ("pkg.run", "Run", "count", "start"),
-        ("pkg.run", "Run", "late", "start")]
+        ("pkg.run", "Fields", "other", "step"), ("pkg.run", "Reset", "later", "again"),
+        ("pkg.run", "Run", "count", "start"), ("pkg.run", "Run", "late", "start")]  # a helper __init__ calls counts
 
 
 def test_no_function_outside_training_is_longer_than_a_screen_and_no_view_state_is_a_god_object():

@@ -214,16 +214,20 @@ class GoodputController(Wrapper):
         self.name = inner.name
         self.max_nodes = inner.max_nodes
         self.memory_key = (inner.name, str(inner.shape), curve.model, curve.device, curve.threads)
-        # what one run learns and counts: ``start`` sets each again (from the last run's memory, if any)
-        self.calibration = Calibration()
-        self.verify_scale = 1.0  # this run's verify seconds / the curve's
-        self.draft_cost = DraftCost()
+        self._begin_run(None)
+
+    # ---- the run ------------------------------------------------------------------------------
+    def _begin_run(self, last: Memory | None) -> None:
+        """What one run learns and counts, from the last run's memory (``last``) where there is one."""
+        self.calibration = Calibration() if last is None else last.calibration.carried()
+        self.verify_scale = 1.0 if last is None else last.verify_scale  # this run's verify seconds / the curve's
+        self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
         self.drafted_upto = 0  # committed tokens when the drafter last ran (it reads the rest first)
         self.plain_walls: list[float] = []  # this run's timed plain steps' seconds, the latest ``PLAIN_WINDOW``
-        self.carried_walls: tuple[float, ...] | list[float] = ()  # the last run's, until this run has one
+        self.carried_walls = () if last is None else last.plain_walls  # the last run's, until this run has one
         self.since_plain = 0  # drafting steps since the last timed plain step
         self.margin: float | None = None  # seconds a drafting step gained against a plain step, lately (faded)
-        self.overrun = 1.0  # wall seconds of a drafting step / the model's
+        self.overrun = 1.0 if last is None else last.overrun  # wall seconds of a drafting step / the model's
         self.plain_steps = 0  # plain steps since drafting was last tried
         self.probe_loss: float | None = None  # what this step's probe loses against plain decoding (None: no probe)
         self.saved_s = 0.0  # seconds this run's drafting steps saved against plain decoding
@@ -231,7 +235,7 @@ class GoodputController(Wrapper):
         self.drafting_s = 0.0  # the engine's seconds of this run's timed drafting steps, probes included ...
         self.drafting_tokens = 0  # ... and the tokens they brought (``lost_s``)
         self.step_tokens = 0  # tokens the step under way brought
-        self.saved_per_step = 0.0  # seconds drafting saved per step, over the recent runs
+        self.saved_per_step = 0.0 if last is None else last.saved_per_step  # seconds drafting saved per step lately
         self.probe_gap = 0  # plain steps between probes (``_affordable_gap``)
         self.first_probe_loss = 0.0  # what the run's first probe may lose (``_first_probe``)
         self.step_start: float | None = None  # the engine's clock when the step under way began
@@ -242,44 +246,19 @@ class GoodputController(Wrapper):
         self.proposed: DraftTree | None = None  # the inner drafter's whole tree this step
         self.kept: list[int] = []  # its nodes this step verifies
         self.last_decision: DecisionRecord | None = None
-        self._verify_start = self._verify_cpu_start = 0.0  # perf_counter() and process_time() when this step's verify began
+        self._verify_start = self._verify_cpu_start = 0.0  # perf_counter() and process_time() as the verify began
 
-    # ---- the run ------------------------------------------------------------------------------
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         super().start(prompt_ids, capacity_tokens)
         last = _MEMORY.get(self.memory_key)
-        self.calibration = Calibration() if last is None else last.calibration.carried()
-        self.verify_scale = 1.0 if last is None else last.verify_scale
-        self.draft_cost = DraftCost() if last is None else last.draft_cost.carried()
-        self.drafted_upto = 0
-        self.plain_walls = []
-        self.carried_walls = () if last is None else last.plain_walls
-        self.since_plain = 0
-        self.margin = None
-        self.overrun = 1.0 if last is None else last.overrun
-        self.plain_steps = 0
-        self.probe_loss = None
-        self.saved_s = 0.0
-        self.run_s = 0.0
-        self.drafting_s = 0.0
-        self.drafting_tokens = 0
-        self.step_tokens = 0
-        self.saved_per_step = 0.0 if last is None else last.saved_per_step
+        self._begin_run(last)
         # a new prompt: with nothing learned, probe at once; else once a probe (catching up on the prompt)
         # is affordable -- or at once, where what drafting saved on recent prompts is worth it (``_first_probe``)
-        self.probe_gap, self.first_probe_loss = 0, 0.0
         if last is not None:
             depth, expected, _ = self._best_depth(self.shape.depth, self._plain_s())
             self.first_probe_loss = self._probe_loss(self.draft_cost.seconds(len(prompt_ids), depth)
                                                      + self._verify_s(depth + 1) - self._verify_s(1), expected)
             self.probe_gap = self._affordable_gap(self.first_probe_loss)
-        self.step_start = self.cpu_start = None
-        self.disturbed_steps = 0
-        self.steps = 0
-        self.step_estimate = None
-        self.proposed = None
-        self.kept = []
-        self.last_decision = None
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock, ctx.cpu_clock)
