@@ -948,11 +948,11 @@ TEXT: dict[str, tuple[str, str]] = {
     "err.session_expired": ("这个会话空闲太久，已被关闭（它的运行已停止、内存已归还）；从头再开始即可。",
                             "This session was idle too long and was closed (its runs stopped, its memory "
                             "returned); start again."),
-    "why.disturbed_cpu": ("这一步的计时被打扰了：机器上还有别的程序在抢 CPU，这一步只分到约 {share:.1f} 个核，所以上面的毫秒数和倍数"
-                          "不代表本机平时的速度（控制器不从这一步学习）。",
-                          "This step's timing was disturbed: other programs were using the CPU and it got about "
-                          "{share:.1f} of a core, so its milliseconds and speed ratio are not this machine's usual "
-                          "(the controller learns nothing from it)."),
+    "why.disturbed_cpu": ("这一步的计时被打扰了：机器上还有别的程序（或本程序里别的运行）在抢 CPU，这一步有 {share:.0%} 的时间在"
+                          "等空闲的核，所以上面的毫秒数和倍数不代表本机平时的速度（控制器不从这一步学习）。",
+                          "This step's timing was disturbed: other programs (or other runs of this one) were using "
+                          "the CPU and it spent {share:.0%} of its time waiting for a free core, so its milliseconds "
+                          "and speed ratio are not this machine's usual (the controller learns nothing from it)."),
     "why.disturbed_slow": ("这一步的计时被打扰了：它花的时间是预计的 {slow:.1f} 倍（同一进程里可能有别的运行在抢核），所以上面的"
                            "毫秒数和倍数不代表本机平时的速度（控制器不从这一步学习）。",
                            "This step's timing was disturbed: it took {slow:.1f}× what was expected (another run in "
@@ -965,8 +965,9 @@ TEXT: dict[str, tuple[str, str]] = {
     "worth.run_v_disturbed": ("{label}：{n} 个 token 的验证，v = {v:.2f}——计时受扰（CPU 被占用），不是本机平时的开销",
                               "{label}: verifies of {n} tokens, v = {v:.2f} -- timing disturbed (the CPU was "
                               "shared), not this machine's usual cost"),
-    "ref.run": ("这次运行里未受扰的普通步骤（控制器测得）", "this run's undisturbed plain steps (the controller's "
-                "measure)"),
+    "ref.run": ("控制器对普通一步的测量（这次运行里未受扰的普通步骤，没有时用上一次运行的，再没有用验证开销曲线）",
+                "the controller's measure of a plain step (this run's undisturbed plain steps, else the last "
+                "run's, else the verify-cost curve's)"),
     "ref.plain": ("这次运行自己的未受扰步骤", "this run's own undisturbed steps"),
     "ref.probe": ("本机验证开销测量（v(n) 曲线）里的单 token 前向", "the one-token forward of this machine's "
                   "verify-cost measurement (the v(n) curve)"),

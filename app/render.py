@@ -119,10 +119,10 @@ def decision_line(record: StepRecord, lang: str) -> str:
 def disturbed_line(record: StepRecord, lang: str) -> str:
     """Why a step's times do not count (``StepRecord.disturbed``), with the measure that said so."""
     seconds = record.draft_s + record.verify_s
-    if record.disturbed == "cpu" and record.cpu_s is not None and seconds > 0:
-        return t("why.disturbed_cpu", lang, share=record.cpu_s / seconds)
+    if record.disturbed == "cpu" and record.wait_s is not None and seconds > 0:
+        return t("why.disturbed_cpu", lang, share=record.wait_s / seconds)
     expected = record.decision.expected_seconds if record.decision is not None else None
-    return t("why.disturbed_slow", lang, slow=seconds / expected if expected else 0.0)
+    return t("why.disturbed_slow", lang, slow=seconds / (expected + record.draft_s) if expected else 0.0)
 
 
 def reference_note(reference: PlainReference | None, lang: str) -> str:

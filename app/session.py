@@ -3,9 +3,10 @@ each view's own state object, kept beside its view (``app/views/<view>/state.py`
 is shared between sessions; models are the only shared thing, cached by the engine.
 
 Sessions are bounded (``SESSIONS``): at most ``ServerLimits.max_sessions`` alive at once -- a new
-visitor beyond is told so, in the page's language -- and one idle for ``ServerLimits.session_ttl_s``
-is closed by Gradio's own time-to-live (``gr.State(time_to_live=...)``): its runs stop (their KV
-blocks return), its files go, and ``forget_idle`` drops what Gradio itself still keeps of it."""
+visitor beyond is told so, in the page's language -- and one whose state no action has updated for
+``ServerLimits.session_ttl_s`` (every handler that uses the session returns it) is closed by Gradio's
+own time-to-live (``gr.State(time_to_live=...)``): its runs stop (their KV blocks return), its files
+go, and ``forget_idle`` drops what Gradio itself still keeps of it."""
 from __future__ import annotations
 
 import threading
@@ -47,7 +48,7 @@ class Session:
 
     def close(self) -> None:
         """Stop every view's runs (returning their KV blocks) and delete this session's files."""
-        for state in self.views.values():
+        for state in list(self.views.values()):  # a handler still running may add a view's state meanwhile
             state.close()
         self.views.clear()  # what is left of a closed session is small (a late handler may still hold it)
         self.shared.traces.remove()
@@ -73,7 +74,7 @@ class Sessions:
         self.limit, self.ttl_s = limit, ttl_s
         self._alive: weakref.WeakSet[Session] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self.expired: OrderedDict[str, None] = OrderedDict()  # browser sessions closed for idling (the latest)
+        self.expired: OrderedDict[str, bool] = OrderedDict()  # browser sessions closed for idling (the latest)
 
     def configure(self, limit: int, ttl_s: int) -> None:
         self.limit, self.ttl_s = limit, ttl_s
@@ -85,16 +86,17 @@ class Sessions:
                 raise SessionsFull(self.limit, self.ttl_s)
             session = Session()
             self._alive.add(session)
-        request = LocalContext.request.get(None)  # the event's request, while Gradio runs a handler
-        if request is not None and request.session_hash in self.expired:
-            del self.expired[request.session_hash]
+            request = LocalContext.request.get(None)  # the event's request, while Gradio runs a handler
+            returning = request is not None and self.expired.pop(request.session_hash, False)
+        if returning:
             gr.Info(t("err.session_expired", "zh") + " · " + t("err.session_expired", "en"))
         return session
 
     def closed_for_idling(self, session_hash: str) -> None:
-        self.expired[session_hash] = None
-        while len(self.expired) > MAX_EXPIRED_KEPT:
-            self.expired.popitem(last=False)
+        with self._lock:
+            self.expired[session_hash] = True
+            while len(self.expired) > MAX_EXPIRED_KEPT:
+                self.expired.popitem(last=False)
 
     def discard(self, session: Session) -> None:
         with self._lock:

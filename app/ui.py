@@ -2,6 +2,7 @@
 lives in one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -128,6 +129,7 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     )
 
 
+log = logging.getLogger("app")
 SESSION_CAPACITY_FACTOR = 4  # Gradio keeps this many times the live-session cap (page loads without a state
 # included) before it drops the oldest on its own, which it does without closing them
 FORGET_EVERY_S = 5.0
@@ -138,5 +140,8 @@ def _forget_idle_sessions(demo: gr.Blocks, ttl_s: float) -> None:
     while True:
         time.sleep(FORGET_EVERY_S)
         holder = getattr(demo, "state_holder", None)  # set once the server app exists
-        if holder is not None:
-            forget_idle(holder, ttl_s)
+        try:
+            if holder is not None:
+                forget_idle(holder, ttl_s)
+        except Exception:  # it reads Gradio's own bookkeeping: a change there must not end the sweeping
+            log.exception("dropping idle sessions failed")

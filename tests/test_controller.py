@@ -304,8 +304,8 @@ def test_a_probe_that_the_overrun_makes_lose_is_not_repeated_at_once():
 
 class TickingClock:
     """``perf_counter`` for a run whose timings must repeat exactly: every reading advances it by a
-    millisecond; ``pause`` moves it on as a user's wait between two Step clicks does (or as work
-    does: ``cpu`` reads the same time, as ``process_time`` would for a process with a core of its own)."""
+    millisecond; ``pause`` moves it on as a user's wait between two Step clicks does (or as work does);
+    ``stall`` moves it on as time spent waiting for a core, which ``waited`` (``thread_wait_s``) counts."""
 
     def __init__(self):
         self.now = 0.0
@@ -315,8 +315,8 @@ class TickingClock:
         self.now += 1e-3
         return self.now
 
-    def cpu(self) -> float:
-        return self.now - self.waited
+    def waited_s(self) -> float:
+        return self.waited
 
     def pause(self, seconds: float) -> None:
         self.now += seconds
@@ -327,13 +327,13 @@ class TickingClock:
         self.waited += seconds
 
     def install(self, monkeypatch) -> None:
-        """Time the engine and the controller by this clock, wall and CPU alike."""
+        """Time the engine and the controller by this clock, wall and waits for a core alike."""
         import core.drafters.controller
         import core.engine.decoder
 
         for module in (core.engine.decoder, core.drafters.controller):
             monkeypatch.setattr(module, "perf_counter", self)
-            monkeypatch.setattr(module, "process_time", self.cpu)
+            monkeypatch.setattr(module, "thread_wait_s", self.waited_s)
 
 
 # v(n) as the ticking clock sees tiny: a plain step takes 6 readings; a wider verify the same
@@ -527,12 +527,14 @@ def test_a_burst_a_spike_and_a_stall_are_labelled_and_teach_the_controller_nothi
 
 
 def test_the_disturbance_rule():
-    from core.common.timing import disturbed
+    from core.common.timing import disturbed, thread_wait_s
 
-    assert disturbed(0.010, 0.019) == "" and disturbed(0.010, 0.0095) == ""  # two threads busy; one
-    assert disturbed(0.040, 0.010) == "cpu"  # a quarter of a core: waiting for one
-    assert disturbed(0.040, 0.045, expected_s=0.010) == "slow"  # all its CPU, 4x the time: cores shared in-process
+    assert disturbed(0.010, 0.0) == "" and disturbed(0.010, 0.0015) == ""  # a core whenever it wanted one
+    assert disturbed(0.040, 0.020) == "cpu"  # half its time waiting for a core
+    assert disturbed(0.040, 0.0, expected_s=0.010) == "slow"  # never waited, yet 4x the time it should take
     assert disturbed(0.015, None, expected_s=0.010) == "" and disturbed(0.0, 0.0) == ""
+    waited = thread_wait_s()
+    assert waited is None or waited >= 0.0  # the kernel's count where it gives one (Linux)
 
 
 def test_the_why_line_the_break_even_point_the_timeline_and_worth_it_read_one_plain_reference(monkeypatch):
@@ -547,21 +549,19 @@ def test_the_why_line_the_break_even_point_the_timeline_and_worth_it_read_one_pl
     from app.shared import measured_point
     from core.records import metrics
 
-    monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: STEEP)
+    monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: FLAT)  # verifying more is free: it drafts
     result = generate(AUSTEN, drafter="draft", k="auto", max_new_tokens=24)
     records = result.steps
-    reference = metrics.plain_reference(records, STEEP.forward_s)
+    reference = metrics.plain_reference(records, FLAT.forward_s)
     assert reference.source == "run" and reference.seconds == records[-1].decision.plain_step_s
     ms = f"{reference.seconds * 1e3:.1f}"
     assert ms in decision_line(records[-1], "en") and ms in reference_note(reference, "en")
-    even = break_even(records, STEEP)
-    assert even is None or even.forward_s == reference.seconds
-    point = measured_point("draft", records, 4, curve=STEEP)
-    cost = metrics.step_cost(records, reference.seconds)
-    assert point.c == pytest.approx(cost.draft / 4)
+    even = break_even(records, FLAT)
+    assert even is not None and even.forward_s == reference.seconds
+
     assert all(r.decision.expected_gain <= r.decision.expected_tokens + 1e-9 for r in records)
 
-    busy = dataclasses.replace(records[-1], disturbed="cpu", cpu_s=0.25 * (records[-1].draft_s + records[-1].verify_s))
-    assert "got about 0.2 of a core" in decision_line(busy, "en") or "got about 0.3 of a core" in decision_line(busy, "en")
+    busy = dataclasses.replace(records[-1], disturbed="cpu", wait_s=0.4 * (records[-1].draft_s + records[-1].verify_s))
+    assert "spent 40% of its time waiting for a free core" in decision_line(busy, "en")
     assert "计时被打扰" in decision_line(busy, "zh")
     assert "disturbed" not in decision_line(records[-1], "en") or records[-1].disturbed

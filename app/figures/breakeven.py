@@ -3,10 +3,12 @@
 shape and machine, with the run's running point on it.
 
 The curve is tokens_per_verify(alpha, k) / (k*c + v): k the run's mean draft depth, k*c its drafting
-time per step and v what the verify-cost curve v(n) measured on this machine says its verifies cost,
-both in one-token target forwards (``core.records.metrics.Tallies.step_cost``, ``expected_verify_cost``).
-The point: x is the alpha at which the model yields the run's measured tokens per verify (tau), y
-the run's measured speedup, tau over its measured drafting and verify time in one-token forwards.
+time per step and v what the verify-cost curve v(n) measured on this machine says its steps cost,
+both in plain steps -- the run's one plain reference (``core.records.metrics.plain_reference``, the
+value its why-lines and timeline read; ``core.cost.theory.in_plain_steps`` turns v(n), a ratio of
+forwards, into plain steps). The point: x is the alpha at which the model yields the run's measured
+tokens per verify (tau), y the run's measured speedup, tau over its undisturbed steps' drafting and
+verify time and a plain step's bookkeeping, in plain steps.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from core.cost.curve import CostCurve
-from core.cost.theory import tokens_per_verify
+from core.cost.theory import bookkeeping_share, in_plain_steps, tokens_per_verify
 from core.records.metrics import expected_verify_cost, plain_reference, tally
 from core.records.steps import StepRecord
 
@@ -29,14 +31,14 @@ ALPHAS = [i / 100 for i in range(101)]
 @dataclass(frozen=True)
 class BreakEven:
     k: int  # the run's mean draft depth over its drafting steps, rounded
-    draft_cost: float  # k*c: drafting seconds per step in one-token forwards (measured in this run)
-    verify_cost: float  # v: what v(n) says the run's verifies cost (measured on this machine)
+    draft_cost: float  # k*c: drafting seconds per step in plain steps (measured in this run)
+    verify_cost: float  # v: what v(n) says the run's steps cost, in plain steps (measured on this machine)
     forward_s: float  # the plain step everything is counted in (the run's ``plain_reference``)
     speedups: list[float]  # the model at ALPHAS
     alpha_even: float | None  # the least alpha at which the model pays (None: not even at alpha = 1)
     alpha: float  # the alpha at which the model yields the run's tau
     tau: float
-    measured: float  # the run's tau / (its drafting + verify time per step in one-token forwards)
+    measured: float  # the run's tau / (its drafting + verify time and bookkeeping per step, in plain steps)
     disturbed: bool = False  # the CPU disturbed every step's timing: ``measured`` is not this machine's own
 
 
@@ -57,18 +59,20 @@ def break_even(records: list[StepRecord], curve: CostCurve) -> BreakEven | None:
     """The model for this run so far, its times counted in the run's plain reference (the same value
     as its timeline's plain lane and its why-lines); None before a step that drafted."""
     drafting = [r for r in records if r.nodes]
+    reference = plain_reference(records, curve.forward_s)
     totals = tally(records)
-    cost = totals.step_cost(plain_reference(records, curve.forward_s).seconds)
+    cost = totals.step_cost(reference.seconds) if reference is not None else None
     if not drafting or cost is None:
         return None
     k = max(1, round(sum(max(n.depth for n in r.nodes) for r in drafting) / len(drafting)))
-    verify = expected_verify_cost(records, curve.v)
+    verify = in_plain_steps(expected_verify_cost(records, curve.v), curve.forward_s, reference.seconds)
     per_step = cost.draft + verify
     speedups = [tokens_per_verify(a, k) / per_step for a in ALPHAS]
     even = next((a for a, s in zip(ALPHAS, speedups) if s >= 1.0), None)
+    bookkeeping = bookkeeping_share(curve.forward_s, reference.seconds)  # in a plain step, not in draft + verify
     return BreakEven(k=k, draft_cost=cost.draft, verify_cost=verify, forward_s=cost.forward_s, speedups=speedups,
                      alpha_even=even, alpha=alpha_for_tau(totals.tau, k), tau=totals.tau,
-                     measured=totals.tau / (cost.draft + cost.verify), disturbed=cost.disturbed)
+                     measured=totals.tau / (cost.draft + cost.verify + bookkeeping), disturbed=cost.disturbed)
 
 
 def breakeven_figure(model: BreakEven | None, lang: str) -> go.Figure:

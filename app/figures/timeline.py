@@ -1,9 +1,9 @@
 """Where the time goes: one request as lanes of steps, each step a bar split into drafting and
 verifying time, scaled to the measured seconds, with the tokens it emitted marked at its end.
 
-Step by step draws two lanes: the run itself, from its StepRecords, and plain decoding -- one target
-forward per token, each as long as the one-token forward the verify-cost probe measured on this
-machine (``core.cost.curve``), which the lane's name says. Compare draws one lane per drafter from
+Step by step draws two lanes: the run itself, from its StepRecords, and plain decoding -- one step
+per token, each as long as the run's plain reference (``core.records.metrics.plain_reference``: the
+value its why-lines and break-even point read), which the lane's note names. Compare draws one lane per drafter from
 the repeat its table reports (the median wall time); its ``none`` lane is a real plain run. A lane
 with the run's whole engine time (``wall_s``) ends there, the time outside draft and verify (prefill,
 bookkeeping) drawn as its own grey segment, so the bar reads what the table reads.

@@ -18,23 +18,26 @@ two medians. ``prompt_speedups`` gives the per-prompt ratios it is the median of
 also reports their minimum and their median per language).
 
 **A disturbed timing** (``disturbed``): a time the CPU did not give the lab in full -- other
-processes on the cores (a class on one server), a stall, a pause inside the step -- is labelled,
-never taken at face value. Two signs, either enough: the process got less than
-``DISTURBED_CPU_SHARE`` CPU-seconds per second of the stretch (it was waiting for a core: torch's
-threads keep a busy step near or above one), or the stretch took more than ``DISTURBED_SLOWDOWN``
-times what was expected of it (another run in the same process shares the cores and its CPU
-counts as ours, so the first sign misses it). What the goodput controller learns from a step, and
-the plain reference the page compares with, come from undisturbed timings only.
+processes on the cores (a class on one server), another run of the same process, a stall -- is
+labelled, never taken at face value. Two signs, either enough: the engine's thread spent more than
+``DISTURBED_WAIT_SHARE`` of the stretch runnable but waiting for a core (``thread_wait_s``: the
+kernel's own count, Linux's schedstat; its CPU time would not do -- torch's idle threads spin, so a
+process short of cores still burns about a core), or the stretch took more than
+``DISTURBED_SLOWDOWN`` times what was expected of it. What the goodput controller learns from a step,
+and the plain reference the page compares with, come from undisturbed timings only.
 """
 from __future__ import annotations
 
+import os
 import statistics
+import threading
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-DISTURBED_CPU_SHARE = 0.8  # CPU-seconds per wall second below which a stretch was waiting for a core
+DISTURBED_WAIT_SHARE = 0.2  # a stretch whose thread waited for a core this share of its time was disturbed
 DISTURBED_SLOWDOWN = 1.75  # a stretch this many times slower than expected was disturbed
+SCHEDSTAT = "/proc/thread-self/schedstat"  # on-CPU ns, run-queue wait ns, timeslices (Linux)
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -100,15 +103,43 @@ def speedup(baseline: Sequence[Sequence[float]], candidate: Sequence[Sequence[fl
     return statistics.median(prompt_speedups(baseline, candidate))
 
 
-def disturbed(wall_s: float, cpu_s: float | None = None, expected_s: float | None = None) -> str:
+def disturbed(wall_s: float, wait_s: float | None = None, expected_s: float | None = None) -> str:
     """Why a timing of ``wall_s`` seconds cannot be taken at face value, or "" when it can: "cpu"
-    when the process got less than ``DISTURBED_CPU_SHARE`` of a core over it (``cpu_s``: its CPU
-    seconds over the same stretch), "slow" when it took more than ``DISTURBED_SLOWDOWN`` times
-    ``expected_s``. Unknown readings (None) are not evidence either way."""
+    when its thread waited for a core more than ``DISTURBED_WAIT_SHARE`` of it (``wait_s``: the
+    difference of two ``thread_wait_s`` readings), "slow" when it took more than
+    ``DISTURBED_SLOWDOWN`` times ``expected_s``. Unknown readings (None) are not evidence either way."""
     if wall_s <= 0:
         return ""
-    if cpu_s is not None and cpu_s < DISTURBED_CPU_SHARE * wall_s:
+    if wait_s is not None and wait_s > DISTURBED_WAIT_SHARE * wall_s:
         return "cpu"
     if expected_s is not None and expected_s > 0 and wall_s > DISTURBED_SLOWDOWN * expected_s:
         return "slow"
     return ""
+
+
+class _Schedstat(threading.local):
+    """The calling thread's schedstat file, opened once per thread and closed with it."""
+
+    def __init__(self):
+        try:
+            self.fd: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def __del__(self):
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+_schedstat = _Schedstat()
+
+
+def thread_wait_s() -> float | None:
+    """Seconds the calling thread has spent runnable but waiting for a core since it started (the
+    kernel's run-queue delay); None where the kernel does not say. A microsecond or two a reading."""
+    if _schedstat.fd is None:
+        return None
+    try:
+        return int(os.pread(_schedstat.fd, 128, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from core.cost.curve import CostCurve
 from core.common.errors import UserError
-from core.records.metrics import expected_verify_cost, plain_reference, tally, verify_cost_by_nodes
+from core.records.metrics import expected_verify_cost, tally, verify_cost_by_nodes
 from core.records.steps import StepRecord
 
 
@@ -83,12 +83,11 @@ class RunModel:
 def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
               curve: CostCurve | None = None) -> RunModel:
     """``records`` of a run drafting ``k`` deep, with times counted in ``forward_s`` (a one-token
-    forward: a comparison's baseline, else the run's plain reference, ``core.records.metrics.plain_reference``)
-    and ``curve`` the target's v(n) for the prediction."""
+    forward: a comparison's baseline, else the curve's -- the model's own unit, in which v(n) is a
+    ratio of forwards) and ``curve`` the target's v(n) for the prediction. Steps the CPU disturbed
+    are left out of c and v (``core.records.metrics.Tallies.step_cost``)."""
     totals = tally(records)
-    if not forward_s:
-        reference = plain_reference(records, curve.forward_s if curve else None)
-        forward_s = reference.seconds if reference is not None else None
+    forward_s = forward_s or (curve.forward_s if curve else None)
     cost = totals.step_cost(forward_s) if forward_s else None
     c = cost.draft / k if cost is not None and k > 0 else None
     v_model = expected_verify_cost(records, curve.v) if curve is not None else None
@@ -99,3 +98,18 @@ def run_model(records: list[StepRecord], k: int, forward_s: float | None = None,
         v_by_nodes=verify_cost_by_nodes(records, forward_s) if forward_s else {},
         disturbed=cost is not None and cost.disturbed,
     )
+
+
+def in_plain_steps(v: float, forward_s: float, plain_s: float) -> float:
+    """A step verifying n tokens, v = forward(n) / forward(1) in the probe's one-token forwards
+    (``forward_s``), counted in plain steps of ``plain_s`` (a whole plain step: its forward and its
+    bookkeeping): a plain step and the larger verify's extra, 1 + (v - 1) * forward_s / plain_s --
+    as the goodput controller counts a step (``GoodputController._step_s``)."""
+    return 1.0 + (v - 1.0) * forward_s / plain_s
+
+
+def bookkeeping_share(forward_s: float, plain_s: float) -> float:
+    """What of a plain step of ``plain_s`` is not its one-token forward (``forward_s``): acceptance,
+    commit and records, which a step's draft and verify seconds do not hold; 0 where the forward
+    measured as long as the step (a probe on a busier machine)."""
+    return max(0.0, 1.0 - forward_s / plain_s)

@@ -166,8 +166,8 @@ class ProposeContext:
     # levels a drafter proposes at no cost (a lookup); None: ``max_depth``
     clock: float | None = None  # the engine's own seconds on this run so far: its clock stops while the run
     # waits between steps (a user's clicks, Play's delay), so a difference of two readings is engine work only
-    cpu_clock: float | None = None  # the process's CPU seconds over the same time (a step that got less than
-    # a core was disturbed: ``core.common.timing.disturbed``)
+    wait_clock: float | None = None  # seconds of that time the engine's thread waited for a core (a step that
+    # waited much was disturbed: ``core.common.timing.disturbed``)
 
 
 class Drafter:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
-from time import perf_counter, process_time
+from time import perf_counter
 
-from core.common.timing import disturbed
+from core.common.timing import disturbed, thread_wait_s
 from core.cost.curve import CostCurve
 from core.drafters.base import Drafter, ProposeContext, Wrapper
 from core.records.steps import DecisionRecord
@@ -143,6 +143,12 @@ def _solve3(a: list[float], b: list[float]) -> tuple[float, float, float]:
     return tuple(columns)
 
 
+def _waited_since(waited: float | None) -> float | None:
+    """Seconds the calling thread waited for a core since a ``thread_wait_s`` reading (None: unknown)."""
+    now = thread_wait_s()
+    return None if waited is None or now is None else now - waited
+
+
 def _sampled(tree: DraftTree) -> bool:
     """Whether the tree's tokens were drawn at random (a draft law that is not one-hot)."""
     return any(dist is not None and float(dist.max()) < 1.0 for dist in tree.draft_dists)
@@ -239,14 +245,14 @@ class GoodputController(Wrapper):
         self.probe_gap = 0  # plain steps between probes (``_affordable_gap``)
         self.first_probe_loss = 0.0  # what the run's first probe may lose (``_first_probe``)
         self.step_start: float | None = None  # the engine's clock when the step under way began
-        self.cpu_start: float | None = None  # the engine's CPU clock then (``ProposeContext.cpu_clock``)
+        self.wait_start: float | None = None  # the engine's wait clock then (``ProposeContext.wait_clock``)
         self.disturbed_steps = 0  # steps whose timing was disturbed (``core.common.timing.disturbed``): not learned from
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
         self.proposed: DraftTree | None = None  # the inner drafter's whole tree this step
         self.kept: list[int] = []  # its nodes this step verifies
         self.last_decision: DecisionRecord | None = None
-        self._verify_start = self._verify_cpu_start = 0.0  # perf_counter() and process_time() as the verify began
+        self._verify_start, self._verify_waited = 0.0, None  # perf_counter() and thread_wait_s() as the verify began
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         super().start(prompt_ids, capacity_tokens)
@@ -261,7 +267,7 @@ class GoodputController(Wrapper):
             self.probe_gap = self._affordable_gap(self.first_probe_loss)
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
-        self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock, ctx.cpu_clock)
+        self._time_last_step(perf_counter() if ctx.clock is None else ctx.clock, ctx.wait_clock)
         self.proposed, self.kept = None, []
         plain_s = self._plain_s()
         limit = min(ctx.max_depth, self.shape.depth)
@@ -274,14 +280,14 @@ class GoodputController(Wrapper):
         free = self.inner.capabilities.free_levels and depth < limit and not held
         tree = DraftTree()
         if depth or free:
-            start, cpu_start = perf_counter(), process_time()
+            start, waited = perf_counter(), thread_wait_s()
             tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
             self.forwards = self.inner.forwards
-            draft_s, draft_cpu_s = perf_counter() - start, process_time() - cpu_start
+            draft_s, draft_wait_s = perf_counter() - start, _waited_since(waited)
         if depth:
             catch_up = len(ctx.tokens) - self.drafted_upto
             expected_s = self.draft_cost.seconds(catch_up, depth) if self.draft_cost.known else None
-            if not self.draft_cost.known or not disturbed(draft_s, draft_cpu_s, expected_s):
+            if not self.draft_cost.known or not disturbed(draft_s, draft_wait_s, expected_s):
                 self.draft_cost.observe(catch_up, depth, draft_s)  # a disturbed draft teaches nothing (but the first)
             self.drafted_upto = len(ctx.tokens)
         else:
@@ -299,14 +305,14 @@ class GoodputController(Wrapper):
         self.last_decision = DecisionRecord(len(tree), len(self.kept), round(expected, 4), round(gain, 4), reason,
                                             round(plain_s, 6), depth=depth, probe=probe)
         self.renumbering = {node: i for i, node in enumerate(self.kept)}  # the nodes it drops count as pruned
-        self._verify_start, self._verify_cpu_start = perf_counter(), process_time()
+        self._verify_start, self._verify_waited = perf_counter(), thread_wait_s()
         return subtree(tree, self.kept)
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         if self.proposed is None:
             return
-        verify_s, verify_cpu_s = perf_counter() - self._verify_start, process_time() - self._verify_cpu_start
-        self._learn(tree, accepted, verify_s, verify_cpu_s)
+        verify_s = perf_counter() - self._verify_start
+        self._learn(tree, accepted, verify_s, _waited_since(self._verify_waited))
         self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
 
     def stop(self) -> None:
@@ -343,7 +349,7 @@ class GoodputController(Wrapper):
         plain step, the drafting, the larger verify."""
         return plain_s + draft_s + self._verify_s(nodes + 1) - self._verify_s(1)
 
-    def _time_last_step(self, now: float, cpu_now: float | None = None) -> None:
+    def _time_last_step(self, now: float, waited_now: float | None = None) -> None:
         """The engine's time from the last propose to this one (``now``: ``ProposeContext.clock``, which
         stops while the run waits between steps -- a user's pause between Step clicks is not a step)
         is the whole last step (draft, verify, acceptance, bookkeeping): a plain step's is kept
@@ -351,17 +357,19 @@ class GoodputController(Wrapper):
         (``overrun``) for what it does not see (hidden-state outputs, the records of more nodes).
         Without an engine clock (a drafter driven by hand) the wall clock stands in.
 
-        A disturbed step (``core.common.timing.disturbed``: it got less than a core, ``cpu_now`` being
-        the engine's CPU clock, or took far longer than the model said) teaches nothing: the plain
+        A disturbed step (``core.common.timing.disturbed``: its thread waited for a core, ``waited_now``
+        being the engine's wait clock, or it took far longer than the model said) teaches nothing: the plain
         reference, the guard's account and the model's corrections are made of undisturbed steps, so
         a burst of load neither makes plain decoding look dear (and every draft a win) nor drafting
         look dear (and shut it off): the decisions stay what they were on undisturbed steps."""
-        last_cpu, self.cpu_start = self.cpu_start, cpu_now
+        last_waited, self.wait_start = self.wait_start, waited_now
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
-            cpu = None if cpu_now is None or last_cpu is None else cpu_now - last_cpu
-            expected = self._plain_s() if self.proposed is None else (self.step_estimate or 0.0) * self.overrun
-            if disturbed(wall, cpu, expected or None):
+            waited = None if waited_now is None or last_waited is None else waited_now - last_waited
+            # a plain step is judged by its CPU share alone: it is the measure of what a plain step costs
+            # now, so a lasting slowdown of the whole process is learned, not shut out for good
+            expected = None if self.proposed is None else (self.step_estimate or 0.0) * self.overrun
+            if disturbed(wall, waited, expected or None):
                 self.disturbed_steps += 1
                 self.step_start = now
                 self.steps += 1
@@ -509,7 +517,8 @@ class GoodputController(Wrapper):
         tokens x plain_s / this, never exceeds the tokens (v(n) never falls: ``core.cost.curve``)."""
         return plain_s + self._verify_s(n) - self._verify_s(1)
 
-    def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float, verify_cpu_s: float | None = None) -> None:
+    def _learn(self, tree: DraftTree, accepted: tuple[int, ...], verify_s: float,
+               verify_wait_s: float | None = None) -> None:
         """Calibrate a(q) on the reached nodes and the acceptance by depth (counts: always); rescale
         the cost curve by an undisturbed verify's seconds (a time: only when the CPU gave it in full)."""
         kept, depths = set(accepted), tree.depths
@@ -524,5 +533,5 @@ class GoodputController(Wrapper):
             if asked:
                 self.calibration.observe_path(min(max(depths), asked), min(len(accepted), asked))
             expected_s = self._verify_s(len(tree) + 1)
-            if self.steps > 1 and not disturbed(verify_s, verify_cpu_s, expected_s):
+            if self.steps > 1 and not disturbed(verify_s, verify_wait_s, expected_s):
                 self.verify_scale = _faded(self.verify_scale, verify_s / self.curve.seconds(len(tree) + 1))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from time import perf_counter, process_time
+from time import perf_counter
 from typing import Iterator
 
 import torch
 
+from core.common.timing import disturbed, thread_wait_s
 from core.drafters.base import Drafter, ProposeContext
 from core.models.loading import LoadedModel
 from core.records.metrics import Tallies
@@ -52,12 +53,12 @@ class _RunState:
 
     tokens: list[int]  # prompt + output so far
     resumed_at: float | None  # perf_counter() when the engine last took over; None while it waits
-    cpu_resumed_at: float | None = None  # process_time() then
+    waited_at_resume: float | None = None  # thread_wait_s() then (None: the kernel does not say)
     new_tokens: list[int] = field(default_factory=list)
     totals: Tallies = field(default_factory=Tallies)  # core.records.metrics: the one definition of the run's numbers
     stop_reason: str = ""  # set when the run ends
     busy_s: float = 0.0  # the engine's own time so far, not counting waits between steps
-    busy_cpu_s: float = 0.0  # the process's CPU seconds over that time (``core.common.timing.disturbed``)
+    busy_wait_s: float = 0.0  # seconds of that time the engine's thread waited for a core (``disturbed``)
 
     def extend(self, emitted: list[int]) -> None:
         self.tokens += emitted
@@ -67,20 +68,27 @@ class _RunState:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
         if self.resumed_at is not None:
             self.busy_s += perf_counter() - self.resumed_at
-            self.busy_cpu_s += process_time() - self.cpu_resumed_at
-            self.resumed_at = self.cpu_resumed_at = None
+            self.busy_wait_s += _since(self.waited_at_resume)
+            self.resumed_at = self.waited_at_resume = None
 
     def resume(self) -> None:
         if self.resumed_at is None:
-            self.resumed_at, self.cpu_resumed_at = perf_counter(), process_time()
+            self.resumed_at, self.waited_at_resume = perf_counter(), thread_wait_s()
 
     def clock(self) -> float:
         """The engine's own seconds on this run so far (``busy_s`` and the time since it took over)."""
         return self.busy_s + (0.0 if self.resumed_at is None else perf_counter() - self.resumed_at)
 
-    def cpu_clock(self) -> float:
-        """The process's CPU seconds over the engine's own time so far (``clock``'s twin)."""
-        return self.busy_cpu_s + (0.0 if self.cpu_resumed_at is None else process_time() - self.cpu_resumed_at)
+    def wait_clock(self) -> float:
+        """Seconds of the engine's own time so far that its thread waited for a core (``clock``'s twin;
+        a thread that resumes the run elsewhere -- another of the page's workers -- counts its own)."""
+        return self.busy_wait_s + (0.0 if self.resumed_at is None else _since(self.waited_at_resume))
+
+
+def _since(waited: float | None) -> float:
+    """Seconds waited for a core since a ``thread_wait_s`` reading (0 where the kernel does not say)."""
+    now = thread_wait_s()
+    return 0.0 if waited is None or now is None else max(0.0, now - waited)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +148,7 @@ class SpeculativeDecoder:
     # ---- the four verbs ----------------------------------------------------------------------
     def propose(self, tokens: list[int], remaining: int, generator: torch.Generator) -> DraftTree:
         ctx = ProposeContext(tokens, max_depth=remaining - 1, temperature=self.settings.temperature, generator=generator,
-                             clock=self.state.clock(), cpu_clock=self.state.cpu_clock())
+                             clock=self.state.clock(), wait_clock=self.state.wait_clock())
         return self.drafter.propose(ctx)
 
     def verify(self, root: int, tree: DraftTree) -> tuple[TargetView, list[torch.Tensor]]:
@@ -196,12 +204,12 @@ class SpeculativeDecoder:
         with Ending(self.end):
             self.prefill(prompt_ids)
             while not self.finished:
-                cpu_start = process_time()
+                waited = thread_wait_s()
                 proposal = self.make_proposal()
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
                 record = self.complete_step(proposal, target, hidden, verify_s=perf_counter() - t0,
-                                            cpu_s=process_time() - cpu_start)
+                                            wait_s=None if waited is None else _since(waited))
                 self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.state.resume()
@@ -220,7 +228,7 @@ class SpeculativeDecoder:
         self.kv = pool.new_request()
         self.generator = torch.Generator().manual_seed(s.seed)
         self.recorder = StepRecorder(self.target.tokenizer, self.kv, self.drafter, inspect=s.inspect) if s.record else None
-        self.state = _RunState(tokens=list(prompt_ids), resumed_at=perf_counter(), cpu_resumed_at=process_time())
+        self.state = _RunState(tokens=list(prompt_ids), resumed_at=perf_counter(), waited_at_resume=thread_wait_s())
         self.prompt_ids = list(prompt_ids)
         self.drafter.start(list(prompt_ids), capacity)
 
@@ -237,15 +245,17 @@ class SpeculativeDecoder:
                         blocks_before=len(self.kv.block_table))
 
     def complete_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
-                      verify_s: float, cpu_s: float | None = None) -> StepRecord | None:
+                      verify_s: float, wait_s: float | None = None) -> StepRecord | None:
         """accept -> commit -> emit -> count -> stop rules; the recorder (if any) makes the StepRecord.
-        ``cpu_s``: the process's CPU seconds over the draft and the verify (None: not measured)."""
+        ``wait_s``: seconds of the draft and the verify the thread waited for a core (None: not measured)."""
         run, tree = self.state, proposal.tree
         acceptance = self.accept(tree, target, self.generator)
         commit_stats = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
+        label = self.disturbance(proposal.draft_s, verify_s, wait_s)
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
-                            emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s)
+                            emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s,
+                            disturbed=bool(label))
         run.extend(emitted.tokens)
         run.stop_reason = self.stop_reason_after(emitted.tokens)
         if self.recorder is None:
@@ -255,7 +265,15 @@ class SpeculativeDecoder:
             emitted_tokens=emitted.tokens, emitted_kinds=emitted.kinds, commit_stats=commit_stats,
             blocks_before=proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s,
             new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
-            run_finished=self.finished, cpu_s=cpu_s))
+            run_finished=self.finished, wait_s=wait_s, disturbed=label))
+
+    def disturbance(self, draft_s: float, verify_s: float, wait_s: float | None) -> str:
+        """Why this step's times are not this machine's undisturbed ones ("" if they are;
+        ``core.common.timing.disturbed``): its CPU share, and its seconds against what the goodput
+        controller expected -- the draft as it went, the rest as its decision said."""
+        decision = self.drafter.decision()
+        expected = decision.expected_seconds if decision is not None else None
+        return disturbed(draft_s + verify_s, wait_s, None if expected is None else expected + draft_s)
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""

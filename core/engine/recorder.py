@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from core.common.timing import disturbed
 from core.drafters.base import Drafter
 from core.records.steps import KVStepRecord, NodeRecord, StepRecord, TokenRecord
 from core.runtime.acceptance import Acceptance, TargetView, node_status
@@ -71,7 +70,8 @@ class StepOutcome:
     new_tokens_total: int  # output tokens of the run after this step
     target_forwards_total: int  # target forwards of the run after this step (prefill not counted)
     run_finished: bool  # this step ended the run
-    cpu_s: float | None = None  # the process's CPU seconds over draft and verify (None: not measured)
+    wait_s: float | None = None  # seconds of draft and verify the thread waited for a core (None: not measured)
+    disturbed: str = ""  # why its times are not this machine's undisturbed ones (``SpeculativeDecoder.disturbance``)
 
 
 @dataclass
@@ -106,11 +106,10 @@ class StepRecorder:
             verify_s=round(outcome.verify_s, 6),
             finished=outcome.run_finished,
             expansion=self._expansion(),
-            decision=(decision := self._decision(outcome)),
+            decision=self._decision(outcome),
             inspect=inspect_step(tree, outcome.target, acceptance, text.piece) if self.inspect else None,
-            cpu_s=None if outcome.cpu_s is None else round(outcome.cpu_s, 6),
-            disturbed=disturbed(outcome.draft_s + outcome.verify_s, outcome.cpu_s,
-                                decision.expected_seconds if decision is not None else None),
+            wait_s=None if outcome.wait_s is None else round(outcome.wait_s, 6),
+            disturbed=outcome.disturbed,
         )
         self.records.append(record)
         return record

@@ -123,7 +123,10 @@ class Tallies:
 
     @property
     def verify_s_per_forward(self) -> float:
-        """Mean seconds of one target verify forward, over every step."""
+        """Mean seconds of one target verify forward, over the undisturbed steps (every step where
+        the CPU disturbed them all)."""
+        if self.clean_steps:
+            return self.clean_verify_s / self.clean_steps
         return self.all_verify_s / self.steps if self.steps else 0.0
 
     def step_cost(self, forward_s: float) -> StepCost | None:

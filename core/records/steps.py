@@ -81,8 +81,9 @@ class DecisionRecord:
 
     @property
     def expected_seconds(self) -> float | None:
-        """What the controller expected the step to take: its tokens at the plain step's seconds over
-        the expected gain (a plain step: the plain step's seconds)."""
+        """What the controller expected the step to take once drafted: its tokens at the plain step's
+        seconds over the expected gain -- a plain step and the larger verify's extra (a plain step:
+        the plain step's seconds); the draft's own time comes on top."""
         return self.expected_tokens * self.plain_step_s / self.expected_gain if self.expected_gain > 0 else None
 
 
@@ -104,7 +105,7 @@ class StepRecord:
     expansion: ExpansionRecord | None = None  # EAGLE-2's tree before pruning; None for drafters that do not prune
     decision: DecisionRecord | None = None  # the goodput controller's, with --k auto / --tree auto
     inspect: InspectRecord | None = None  # the laws behind the acceptance (DecodeSettings.inspect)
-    cpu_s: float | None = None  # the process's CPU seconds over draft and verify (None: not measured)
+    wait_s: float | None = None  # seconds of draft and verify the engine's thread waited for a core (None: not measured)
     disturbed: str = ""  # "" | "cpu" | "slow": why draft_s and verify_s are not this machine's undisturbed
     # times (``core.common.timing.disturbed``); counts are facts either way
 

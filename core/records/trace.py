@@ -294,7 +294,7 @@ class TraceStep(_Record):
     expansion: TraceExpansion | None = None
     decision: TraceDecision | None = None
     inspect: TraceInspect | None = None  # traces written before it was recorded have none
-    cpu_s: Seconds | None = None
+    wait_s: Seconds | None = None
     disturbed: Literal["", "cpu", "slow"] = ""
 
     @model_validator(mode="after")

@@ -137,26 +137,29 @@ class RunMeter:
 
     def __init__(self, lab: LabMetrics, model_name: str, run_id: int, stepped: bool = False):
         self.lab, self.model_name, self.run_id = lab, model_name, run_id
+        self.stepped = stepped
         self._open = True
+        self._lock = threading.Lock()  # a Stop from another thread may close the run mid-step
         self._gauge = (lab.paused if stepped else lab.running).labels(model_name, ENGINE)
         self._gauge.inc()
 
     @contextlib.contextmanager
     def stepping(self) -> Iterator[None]:
         """A stepped run computes a step: running, not paused, until the block ends."""
-        paused = self._gauge is self.lab.paused.labels(self.model_name, ENGINE)
-        if paused and self._open:
+        if self.stepped:
             self._move(self.lab.running)
         try:
             yield
         finally:
-            if paused and self._open:
+            if self.stepped:
                 self._move(self.lab.paused)
 
     def _move(self, metric) -> None:
-        self._gauge.dec()
-        self._gauge = metric.labels(self.model_name, ENGINE)
-        self._gauge.inc()
+        with self._lock:
+            if self._open:
+                self._gauge.dec()
+                self._gauge = metric.labels(self.model_name, ENGINE)
+                self._gauge.inc()
 
     def observe(self, record: StepRecord | None) -> None:
         if record is not None and self._open:
@@ -164,10 +167,12 @@ class RunMeter:
 
     def close(self) -> None:
         """Idempotent: the run leaves the running gauge and its KV blocks leave the in-use gauge."""
-        if self._open:
+        with self._lock:
+            if not self._open:
+                return
             self._open = False
             self._gauge.dec()
-            self.lab._set_blocks(self.model_name, self.run_id, None)
+        self.lab._set_blocks(self.model_name, self.run_id, None)
 
 
 class Queue:

@@ -83,7 +83,7 @@ class TimedSetup:
     def seconds_per_token(self) -> float | None:
         """The timed runs' median seconds per token, else the warm-up's; None before either."""
         runs = self.results or ([self.warmup] if self.warmup is not None else [])
-        rates = [r.wall_s / len(r.tokens) for r in runs if r.tokens]
+        rates = [rate for rate in map(_seconds_per_token, runs) if rate is not None]
         return statistics.median(rates) if rates else None
 
     @property
@@ -94,8 +94,12 @@ class TimedSetup:
 
     def slowdown(self) -> float | None:
         """Its latest timed run's seconds per token over its first's (None before two runs)."""
-        rates = [r.wall_s / len(r.tokens) for r in self.results if r.tokens]
+        rates = [rate for rate in map(_seconds_per_token, self.results) if rate is not None]
         return rates[-1] / rates[0] if len(rates) > 1 and rates[0] > 0 else None
+
+
+def _seconds_per_token(result: RunResult) -> float | None:
+    return result.wall_s / len(result.tokens) if result.tokens else None
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class RunProgress:
-    """The run under way: the engine's seconds on it so far and the tokens it has made."""
+    """The run under way since its first step (its prefill left out, which would make a run's first
+    tokens look slow): the engine's seconds and the tokens made."""
 
     seconds: float
     tokens: int
@@ -253,11 +258,10 @@ def _slowdown(c: Comparison | None, current: TimedSetup | None, run: RunProgress
     finished run's over its set-up's first."""
     if current is not None and run is not None and run.tokens >= MIN_TOKENS_TO_JUDGE and run.seconds > 0:
         return (run.seconds / run.tokens) / rate(current.request)
-    if c is not None:
-        latest = max(c.setups, key=lambda s: (len(s.results), -c.setups.index(s)), default=None)
-        latest = next((s for s in reversed(c.setups) if latest is not None and len(s.results) == len(latest.results)),
-                      None)
-        if latest is not None and latest.slowdown() is not None:
+    if c is not None and c.setups:  # the latest finished run: the last set-up of the round furthest on
+        rounds_done = max(len(s.results) for s in c.setups)
+        latest = next(s for s in reversed(c.setups) if len(s.results) == rounds_done)
+        if latest.slowdown() is not None:
             return latest.slowdown()
     return 1.0
 
@@ -318,16 +322,19 @@ def _decode(request: DecodeRequest, should_stop: Callable[[], bool],
     page notices a client that went away (closing this generator cancels the run; its KV comes back)."""
     decoder, prompt_ids = build_decoder(request)
     steps = decoder.steps(prompt_ids)
-    last = monotonic()
+    last, first = monotonic(), None
     try:
         for record in steps:
             if on_step is not None:
                 on_step(record)
             if should_stop():
                 break
+            if first is None:  # the run's speed is read from its steps, the prefill left out
+                first = (decoder.state.clock(), len(decoder.state.new_tokens))
             if tick is not None and monotonic() - last >= TICK_S:
                 last = monotonic()
-                yield replace(tick, run=RunProgress(decoder.state.clock(), len(decoder.state.new_tokens)))
+                yield replace(tick, run=RunProgress(decoder.state.clock() - first[0],
+                                                    len(decoder.state.new_tokens) - first[1]))
     finally:
         steps.close()
     return decoder
