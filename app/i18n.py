@@ -958,7 +958,12 @@ TEXT: dict[str, tuple[str, str]] = {
                            "This step's timing was disturbed: it took {slow:.1f}× what was expected (another run in "
                            "this process may share the cores), so its milliseconds and speed ratio are not this "
                            "machine's usual (the controller learns nothing from it)."),
-    "why.disturbed_words": ("（这一步计时时 CPU 正忙，时间数字不作数。）", "(The CPU was busy during this step: its "
+    "why.disturbed_plain": ("这一步比它的 token 数允许的还快（检查多于 1 个 token 的一步不会比普通一步便宜）：拿来比较的普通一步"
+                            "是在机器更忙的时候测的，所以上面的倍数不作数。",
+                            "This step ran faster than its tokens allow (a step checking more than one token costs "
+                            "at least a plain step): the plain step it is compared with was measured at a busier "
+                            "moment, so the speed ratio above does not count."),
+    "why.disturbed_words": ("（这一步计时时处理器正忙，时间数字不作数。）", "(The CPU was busy during this step: its "
                             "times do not count.)"),
     "worth.runs_v_disturbed": ("计时受扰的运行的 v（不计入坐标范围）", "v of runs whose timing was disturbed (off "
                                "the axis scale)"),

@@ -121,6 +121,8 @@ def disturbed_line(record: StepRecord, lang: str) -> str:
     seconds = record.draft_s + record.verify_s
     if record.disturbed == "cpu" and record.wait_s is not None and seconds > 0:
         return t("why.disturbed_cpu", lang, share=record.wait_s / seconds)
+    if record.disturbed == "plain":
+        return t("why.disturbed_plain", lang)
     expected = record.decision.expected_seconds if record.decision is not None else None
     return t("why.disturbed_slow", lang, slow=seconds / (expected + record.draft_s) if expected else 0.0)
 

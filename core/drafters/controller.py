@@ -247,6 +247,7 @@ class GoodputController(Wrapper):
         self.step_start: float | None = None  # the engine's clock when the step under way began
         self.wait_start: float | None = None  # the engine's wait clock then (``ProposeContext.wait_clock``)
         self.disturbed_steps = 0  # steps whose timing was disturbed (``core.common.timing.disturbed``): not learned from
+        self.slow_plain: list[float] = []  # the seconds of the latest plain steps in a row far slower than measured
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
         self.proposed: DraftTree | None = None  # the inner drafter's whole tree this step
@@ -366,10 +367,16 @@ class GoodputController(Wrapper):
         if self.step_start is not None and self.steps > 1:  # a run's first step pays first-call costs: not timed
             wall = now - self.step_start
             waited = None if waited_now is None or last_waited is None else waited_now - last_waited
-            # a plain step is judged by its CPU share alone: it is the measure of what a plain step costs
-            # now, so a lasting slowdown of the whole process is learned, not shut out for good
-            expected = None if self.proposed is None else (self.step_estimate or 0.0) * self.overrun
-            if disturbed(wall, waited, expected or None):
+            # a plain step is the measure of what a plain step costs: one far slower than the last ones
+            # (the GIL or the cores shared within the process, which no wait for a core shows) is left
+            # out -- but ``PLAIN_WINDOW`` in a row are the plain step now: the whole process is slower
+            expected = (self.step_estimate or 0.0) * self.overrun if self.proposed is not None else self._plain_s()
+            reason = disturbed(wall, waited, expected or None)
+            if self.proposed is None:
+                self.slow_plain = self.slow_plain + [wall] if reason == "slow" else []
+                if len(self.slow_plain) >= PLAIN_WINDOW:
+                    self.plain_walls, self.slow_plain = self.slow_plain[-PLAIN_WINDOW:], []
+            if reason:
                 self.disturbed_steps += 1
                 self.step_start = now
                 self.steps += 1

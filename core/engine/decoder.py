@@ -27,6 +27,9 @@ from core.runtime.kv_cache import CommitStats, PagedKVCache, RequestKV
 from core.runtime.tree import DraftTree, with_root
 
 
+MAX_GAIN_OVER_TOKENS = 1.25  # a step faster than this many plain steps a token is not timed against a true plain step
+
+
 @dataclass(frozen=True)
 class DecodeSettings:
     max_new_tokens: int = 64
@@ -252,7 +255,7 @@ class SpeculativeDecoder:
         acceptance = self.accept(tree, target, self.generator)
         commit_stats = self.commit(proposal.root, tree, acceptance, hidden)
         emitted = self.emit(tree, acceptance)
-        label = self.disturbance(proposal.draft_s, verify_s, wait_s)
+        label = self.disturbance(proposal.draft_s, verify_s, wait_s, len(emitted.tokens))
         run.totals.add_step(drafted=len(tree), depth=max(tree.depths, default=0), accepted=len(acceptance.accepted),
                             emitted=len(emitted.tokens), draft_s=proposal.draft_s, verify_s=verify_s,
                             disturbed=bool(label))
@@ -267,13 +270,19 @@ class SpeculativeDecoder:
             new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
             run_finished=self.finished, wait_s=wait_s, disturbed=label))
 
-    def disturbance(self, draft_s: float, verify_s: float, wait_s: float | None) -> str:
+    def disturbance(self, draft_s: float, verify_s: float, wait_s: float | None, emitted: int) -> str:
         """Why this step's times are not this machine's undisturbed ones ("" if they are;
-        ``core.common.timing.disturbed``): its CPU share, and its seconds against what the goodput
-        controller expected -- the draft as it went, the rest as its decision said."""
+        ``core.common.timing.disturbed``): its waits for a core, and its seconds against what the goodput
+        controller expected -- the draft as it went, the rest as its decision said. "plain" where the step
+        ran faster than its tokens allow against the plain step it is compared with (a step verifying
+        more than one token costs at least a plain step): then that plain step was measured slow."""
         decision = self.drafter.decision()
         expected = decision.expected_seconds if decision is not None else None
-        return disturbed(draft_s + verify_s, wait_s, None if expected is None else expected + draft_s)
+        reason = disturbed(draft_s + verify_s, wait_s, None if expected is None else expected + draft_s)
+        if not reason and decision is not None and draft_s + verify_s > 0 \
+                and emitted * decision.plain_step_s / (draft_s + verify_s) > MAX_GAIN_OVER_TOKENS * emitted:
+            return "plain"
+        return reason
 
     def emit(self, tree: DraftTree, acceptance: Acceptance) -> _Emitted:
         """The step's output tokens, cut after an EOS and at the remaining budget."""

@@ -106,7 +106,7 @@ class StepRecord:
     decision: DecisionRecord | None = None  # the goodput controller's, with --k auto / --tree auto
     inspect: InspectRecord | None = None  # the laws behind the acceptance (DecodeSettings.inspect)
     wait_s: float | None = None  # seconds of draft and verify the engine's thread waited for a core (None: not measured)
-    disturbed: str = ""  # "" | "cpu" | "slow": why draft_s and verify_s are not this machine's undisturbed
+    disturbed: str = ""  # "" | "cpu" | "slow" | "plain": why its times are not this machine's undisturbed
     # times (``core.common.timing.disturbed``); counts are facts either way
 
     def to_dict(self) -> dict[str, Any]:

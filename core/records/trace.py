@@ -295,7 +295,7 @@ class TraceStep(_Record):
     decision: TraceDecision | None = None
     inspect: TraceInspect | None = None  # traces written before it was recorded have none
     wait_s: Seconds | None = None
-    disturbed: Literal["", "cpu", "slow"] = ""
+    disturbed: Literal["", "cpu", "slow", "plain"] = ""
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "TraceStep":
