@@ -38,7 +38,7 @@ def play(repeats: int, load) -> tuple[list[tuple[float, float, bool]], float]:
                                 run=RunProgress(made * per_token, int(made)))
             estimate = estimate_left(requests, repeats, comparison, IDLE_FORWARD_S, progress)
             seen.append((now, now + estimate.left_s, estimate.busier))
-        return SimpleNamespace(wall_s=tokens * per_token, tokens=[0] * tokens)
+        return SimpleNamespace(wall_s=tokens * per_token, tokens=[0] * tokens, steps=[])
 
     for request in requests:
         setup = TimedSetup(request)

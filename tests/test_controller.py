@@ -539,16 +539,15 @@ def test_the_disturbance_rule():
     assert waited is None or waited >= 0.0  # the kernel's count where it gives one (Linux)
 
 
-def test_the_why_line_the_break_even_point_the_timeline_and_worth_it_read_one_plain_reference(monkeypatch):
+def test_the_why_line_the_break_even_point_and_the_timeline_read_one_plain_reference(monkeypatch):
     """One run, one plain reference (``core.records.metrics.plain_reference``): the why-line's plain
-    step, the break-even model's unit, the timeline note's plain lane and Worth it?'s c all read it;
+    step, the break-even model's unit and the timeline note's plain lane all read it;
     a step the CPU disturbed says so beside its numbers, in both languages."""
     import dataclasses
 
     import core.api.decoding
     from app.figures.breakeven import break_even
     from app.render import decision_line, reference_note
-    from app.shared import measured_point
     from core.records import metrics
 
     monkeypatch.setattr(core.api.decoding, "cost_curve", lambda target: FLAT)  # verifying more is free: it drafts

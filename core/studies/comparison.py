@@ -81,9 +81,11 @@ class TimedSetup:
 
     @property
     def seconds_per_token(self) -> float | None:
-        """The timed runs' median seconds per token, else the warm-up's; None before either."""
-        runs = self.results or ([self.warmup] if self.warmup is not None else [])
-        rates = [rate for rate in map(_seconds_per_token, runs) if rate is not None]
+        """The timed runs' median seconds per token, else the warm-up's steps after its first (the first
+        pays first-call costs: a route picked, buffers made); None before either."""
+        if not self.results:
+            return None if self.warmup is None else _steady_seconds_per_token(self.warmup)
+        rates = [rate for rate in map(_seconds_per_token, self.results) if rate is not None]
         return statistics.median(rates) if rates else None
 
     @property
@@ -100,6 +102,15 @@ class TimedSetup:
 
 def _seconds_per_token(result: RunResult) -> float | None:
     return result.wall_s / len(result.tokens) if result.tokens else None
+
+
+def _steady_seconds_per_token(result: RunResult) -> float | None:
+    """A short run's seconds per token past its first step (its whole time where it has one step)."""
+    steady = result.steps[1:]
+    tokens = sum(len(r.emitted) for r in steady)
+    if not tokens:
+        return _seconds_per_token(result)
+    return sum(r.draft_s + r.verify_s for r in steady) / tokens
 
 
 @dataclass(frozen=True)
