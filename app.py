@@ -58,8 +58,8 @@ def main() -> None:
                         help=f"browser or API sessions alive at once; a new one beyond is refused with a message "
                              f"(default: {defaults.max_sessions})")
     parser.add_argument("--session-ttl", type=int, default=defaults.session_ttl_s,
-                        help="seconds after which an idle session is closed: its runs stopped, its memory returned "
-                             f"(default: {defaults.session_ttl_s})")
+                        help="seconds without an action of its visitor after which a session is closed: its runs "
+                             f"stopped, its memory returned (default: {defaults.session_ttl_s})")
     args = parser.parse_args()
 
     from app.controls import ModelPolicy, MonitorPolicy
