@@ -328,11 +328,13 @@ class TickingClock:
 
     def install(self, monkeypatch) -> None:
         """Time the engine and the controller by this clock, wall and waits for a core alike."""
+        import core.common.timing
         import core.drafters.controller
         import core.engine.decoder
 
         for module in (core.engine.decoder, core.drafters.controller):
             monkeypatch.setattr(module, "perf_counter", self)
+        for module in (core.engine.decoder, core.drafters.controller, core.common.timing):  # waited_since reads it
             monkeypatch.setattr(module, "thread_wait_s", self.waited_s)
 
 

@@ -143,3 +143,9 @@ def thread_wait_s() -> float | None:
         return int(os.pread(_schedstat.fd, 128, 0).split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
+
+
+def waited_since(reading: float | None) -> float | None:
+    """Seconds the calling thread waited for a core since a ``thread_wait_s`` reading (None: unknown)."""
+    now = thread_wait_s()
+    return None if reading is None or now is None else max(0.0, now - reading)

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 
-from core.common.timing import disturbed, thread_wait_s
+from core.common.timing import disturbed, thread_wait_s, waited_since
 from core.cost.curve import CostCurve
 from core.drafters.base import Drafter, ProposeContext, Wrapper
 from core.records.steps import DecisionRecord
@@ -141,12 +141,6 @@ def _solve3(a: list[float], b: list[float]) -> tuple[float, float, float]:
         m[j], m[3 + j], m[6 + j] = b
         columns.append(det(m) / whole)
     return tuple(columns)
-
-
-def _waited_since(waited: float | None) -> float | None:
-    """Seconds the calling thread waited for a core since a ``thread_wait_s`` reading (None: unknown)."""
-    now = thread_wait_s()
-    return None if waited is None or now is None else now - waited
 
 
 def _sampled(tree: DraftTree) -> bool:
@@ -284,7 +278,7 @@ class GoodputController(Wrapper):
             start, waited = perf_counter(), thread_wait_s()
             tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
             self.forwards = self.inner.forwards
-            draft_s, draft_wait_s = perf_counter() - start, _waited_since(waited)
+            draft_s, draft_wait_s = perf_counter() - start, waited_since(waited)
         if depth:
             catch_up = len(ctx.tokens) - self.drafted_upto
             expected_s = self.draft_cost.seconds(catch_up, depth) if self.draft_cost.known else None
@@ -313,7 +307,7 @@ class GoodputController(Wrapper):
         if self.proposed is None:
             return
         verify_s = perf_counter() - self._verify_start
-        self._learn(tree, accepted, verify_s, _waited_since(self._verify_waited))
+        self._learn(tree, accepted, verify_s, waited_since(self._verify_waited))
         self.inner.commit(self.proposed, tuple(self.kept[i] for i in accepted))
 
     def stop(self) -> None:

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import torch
 
-from core.common.timing import disturbed, thread_wait_s
+from core.common.timing import disturbed, thread_wait_s, waited_since
 from core.drafters.base import Drafter, ProposeContext
 from core.models.loading import LoadedModel
 from core.records.metrics import Tallies
@@ -71,7 +71,7 @@ class _RunState:
         """The engine hands control back (``steps()`` yields): its clock stops until ``resume``."""
         if self.resumed_at is not None:
             self.busy_s += perf_counter() - self.resumed_at
-            self.busy_wait_s += _since(self.waited_at_resume)
+            self.busy_wait_s += waited_since(self.waited_at_resume) or 0.0
             self.resumed_at = self.waited_at_resume = None
 
     def resume(self) -> None:
@@ -85,13 +85,7 @@ class _RunState:
     def wait_clock(self) -> float:
         """Seconds of the engine's own time so far that its thread waited for a core (``clock``'s twin;
         a thread that resumes the run elsewhere -- another of the page's workers -- counts its own)."""
-        return self.busy_wait_s + (0.0 if self.resumed_at is None else _since(self.waited_at_resume))
-
-
-def _since(waited: float | None) -> float:
-    """Seconds waited for a core since a ``thread_wait_s`` reading (0 where the kernel does not say)."""
-    now = thread_wait_s()
-    return 0.0 if waited is None or now is None else max(0.0, now - waited)
+        return self.busy_wait_s + (0.0 if self.resumed_at is None else waited_since(self.waited_at_resume) or 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,7 +206,7 @@ class SpeculativeDecoder:
                 t0 = perf_counter()
                 target, hidden = self.verify(proposal.root, proposal.tree)
                 record = self.complete_step(proposal, target, hidden, verify_s=perf_counter() - t0,
-                                            wait_s=None if waited is None else _since(waited))
+                                            wait_s=waited_since(waited))
                 self.state.suspend()  # time between steps (a user's clicks, Play's delay) is not the run's
                 yield record
                 self.state.resume()
