@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from core.api import build_decoder
 from core.cost.curve import CostCurve, cached_curve
+from core.engine.decoder import SpeculativeDecoder
 from core.records.steps import RunResult, StepRecord
 from core.api.request import DecodeRequest
 from core.serving.prometheus import lab_metrics
@@ -77,7 +78,9 @@ class Stepped:
 
 
 class Run(Stepped):
-    """One decoding run driven a step at a time."""
+    """One decoding run driven a step at a time. Once done it keeps what the page shows -- its records
+    and result -- and lets the decoder go (its KV pool, the drafter's state): a session holds the size
+    of what it shows, not of the run's machinery."""
 
     def __init__(self, request: DecodeRequest):
         decoder, prompt_ids = build_decoder(request, inspect=True)  # the page shows why each step kept what it kept
@@ -85,7 +88,9 @@ class Run(Stepped):
         self.meter = lab_metrics().meter(model_name(request), stepped=True)
         self.request = request
         self.prompt = request.prompt
-        self.decoder = decoder
+        self.decoder: SpeculativeDecoder | None = decoder  # None once the run is done
+        self.target = decoder.target  # the loaded target (cached by the engine across sessions)
+        self.final: RunResult | None = None  # the engine's result, once done
         self.records: list[StepRecord] = []
         super().__init__(decoder.steps(prompt_ids))  # done: the engine has returned its KV blocks
 
@@ -100,18 +105,20 @@ class Run(Stepped):
     def _end(self) -> None:
         super()._end()
         self.meter.close()
+        if self.decoder is not None:  # the engine has built its result on the way out
+            self.final, self.decoder = self.decoder.result, None
         memory.give_back()
 
     def curve(self) -> CostCurve | None:
         """The target's verify-cost curve v(n) on this machine if it was measured before (by an ``auto``
         run, Compare, or ``python -m core cost``): read from the disk cache, never measured here -- a
         measurement takes seconds to minutes and would be disturbed by the run itself."""
-        return cached_curve(self.decoder.target)
+        return cached_curve(self.target)
 
     @property
     def result(self) -> RunResult | None:
         """The engine's RunResult once the run is done (also after a stop)."""
-        return self.decoder.result if self.done else None
+        return self.final
 
     @property
     def finished(self) -> bool:

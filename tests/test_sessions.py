@@ -75,3 +75,22 @@ def test_200_abandoned_api_sessions_give_their_memory_back_after_the_ttl(short_l
     print(f"\n[sessions] RSS {before / 2**20:.0f} MB; per wave of 200 (with them, after the time-to-live): "
           + ", ".join(f"{g / 2**20:.0f} -> {a / 2**20:.0f} MB" for g, a in readings))
     assert readings[-1][1] <= before * 1.10
+
+
+def test_a_finished_run_keeps_what_the_page_shows_and_lets_its_decoder_go():
+    """A session holds the size of what it shows: a finished run keeps its records and result, not its
+    decoder (the KV pool sized for the run, the drafter's state)."""
+    import gc
+    import weakref
+
+    from app.runs import Run
+    from core.api.request import DecodeRequest
+
+    run = Run(DecodeRequest.of("我爱", "tiny", "draft", k=3, max_new_tokens=6))
+    decoder = weakref.ref(run.decoder)
+    while run.step() is not None:
+        pass
+    gc.collect()
+    assert run.done and run.decoder is None and decoder() is None  # nothing else holds it
+    assert run.result.tokens == [e.token for r in run.records for e in r.emitted]
+    assert run.curve() is None or run.curve().model == run.target.path

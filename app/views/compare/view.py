@@ -124,7 +124,7 @@ def known_forward_s(session: Session, request: DecodeRequest) -> float | None:
             return previous.forward_s
     run = session.of(StepperState).run  # Step by step's run on the same target read its curve
     if run is not None and (run.request.preset, run.request.target) == same:
-        curve = session.shared.curve_for(run.decoder.target.path) or run.curve()
+        curve = session.shared.curve_for(run.target.path) or run.curve()
         return curve.forward_s if curve is not None else None
     return None
 
