@@ -93,4 +93,3 @@ def test_a_finished_run_keeps_what_the_page_shows_and_lets_its_decoder_go():
     gc.collect()
     assert run.done and run.decoder is None and decoder() is None  # nothing else holds it
     assert run.result.tokens == [e.token for r in run.records for e in r.emitted]
-    assert run.curve() is None or run.curve().model == run.target.path
