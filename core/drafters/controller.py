@@ -240,7 +240,6 @@ class GoodputController(Wrapper):
         self.first_probe_loss = 0.0  # what the run's first probe may lose (``_first_probe``)
         self.step_start: float | None = None  # the engine's clock when the step under way began
         self.wait_start: float | None = None  # the engine's wait clock then (``ProposeContext.wait_clock``)
-        self.disturbed_steps = 0  # steps whose timing was disturbed (``core.common.timing.disturbed``): not learned from
         self.slow_plain: list[float] = []  # the seconds of the latest plain steps in a row far slower than measured
         self.steps = 0  # steps begun in this run
         self.step_estimate: float | None = None  # the model's seconds for the step under way (None: plain)
@@ -370,8 +369,7 @@ class GoodputController(Wrapper):
                 self.slow_plain = self.slow_plain + [wall] if reason == "slow" else []
                 if len(self.slow_plain) >= PLAIN_WINDOW:
                     self.plain_walls, self.slow_plain = self.slow_plain[-PLAIN_WINDOW:], []
-            if reason:
-                self.disturbed_steps += 1
+            if reason:  # the step's record carries its own label (``SpeculativeDecoder.disturbance``)
                 self.step_start = now
                 self.steps += 1
                 return
