@@ -1,7 +1,8 @@
 """The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm|results ...`` (README.md).
 Each command's flags and its run live in its own module; this one wires them and turns a user's
 mistake into one ``error:`` line and exit status 2; a file or
-format error, or Ctrl-C, into one ``error:`` line and exit status 1 (130 for Ctrl-C)."""
+format error, a failure of a program the lab runs (vLLM, pip: ``ExternalError``), or Ctrl-C, into one
+``error:`` line and exit status 1 (130 for Ctrl-C)."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,7 @@ from safetensors import SafetensorError
 from core.cli import export
 from core.cli.generate import add_generate_arguments, run_generate
 from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
-from core.common.errors import UserError, one_line
+from core.common.errors import ExternalError, UserError, one_line
 from core.serving import serve_metrics
 from core.studies import results
 from core.train import draft_sizes, eagle, medusa, tiny
@@ -66,13 +67,17 @@ def run(args, commands, trainers) -> int:
 
 
 def guarded(command) -> int:
-    """The one error boundary of ``python -m core``: a file, format or data error and Ctrl-C end in
-    one ``error:`` line and a non-zero exit, never a traceback (an engine bug still shows one)."""
+    """The one error boundary of ``python -m core``: a file, format or data error, a program the lab runs
+    that failed (vLLM, pip) and Ctrl-C end in one ``error:`` line and a non-zero exit, never a traceback
+    (an engine bug still shows one)."""
     try:
         return command()
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except ExternalError as e:  # its first line is the cause, with the exit status and signal where it ended
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
+        return 1
     except OSError as e:
         where = f" {e.filename!r}" if e.filename else ""
         print(f"error: {one_line(e.strerror or str(e) or type(e).__name__)}{where}", file=sys.stderr)

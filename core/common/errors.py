@@ -1,8 +1,16 @@
-"""Errors a user can cause. The CLI and the app show their message and nothing else."""
+"""Errors a user can cause, and errors of the programs the lab runs in processes of their own (vLLM,
+pip). The CLI and the app show their message and nothing else."""
+import signal
 
 
 class UserError(ValueError):
     """A bad request: unknown preset or drafter, empty prompt, out-of-range setting, bad file."""
+
+
+class ExternalError(RuntimeError):
+    """A program the lab runs in a process of its own (vLLM, pip) failed, exited or did not answer. The
+    message's first line is the cause, with the exit status (``exit_status``) where the program ended;
+    lines after it, if any, quote the program's own last lines. The CLI shows the first line."""
 
 
 class KVCacheFull(RuntimeError):
@@ -25,3 +33,14 @@ def listed(names: list[str], shown: int = 3) -> str:
 def counted(n: int, noun: str) -> str:
     """``1 new token``, ``2 new tokens``: a count and its noun, singular for one (messages and CLI lines)."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def exit_status(code: int) -> str:
+    """``status 1``, ``status -9 (SIGKILL)``: a child's exit status as a message cites it (a negative
+    status is the signal that ended it)."""
+    if code < 0:
+        try:
+            return f"status {code} ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return f"status {code}"

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from core.common.errors import UserError
+from core.common.errors import ExternalError, UserError, exit_status, one_line
 from core.vllm import env
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -41,8 +41,8 @@ SPEC_NAMES = {  # vLLM's counter names (vllm/v1/spec_decode/metrics.py), as LLM.
 }
 
 
-class VllmError(RuntimeError):
-    """The runner died, timed out or answered an error."""
+class VllmError(ExternalError):
+    """The runner or the server died, timed out or answered an error."""
 
 
 class SpecCounters(BaseModel):
@@ -161,16 +161,18 @@ class VllmRunner:
 
     # ---- requests ----------------------------------------------------------------------------
     def request(self, obj: dict, timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
-        if self.process is None or self.process.poll() is not None:
-            raise VllmError("the vLLM runner is not running" + self._last_lines())
+        if self.process is None:
+            raise VllmError("the vLLM runner is not running")
+        if self.process.poll() is not None:
+            raise self._exited()
         try:
             self.process.stdin.write(json.dumps(obj) + "\n")
             self.process.stdin.flush()
-        except OSError as e:
-            raise VllmError(f"the vLLM runner stopped reading: {e}" + self._last_lines()) from e
+        except OSError:
+            raise self._exited() from None
         answer = self._read(timeout_s)
         if "error" in answer:
-            raise VllmError(f"vLLM: {answer['error']}\n{answer.get('traceback', '')}")
+            raise VllmError(f"vLLM: {one_line(answer['error'])}{self._last_lines()}\n{answer.get('traceback', '')}")
         return answer
 
     def generate(self, prompts: list[list[int]], max_tokens: int, ignore_eos: bool = False) -> Generation:
@@ -193,10 +195,11 @@ class VllmRunner:
                 line = self._lines.get(timeout=timeout_s)
             except queue.Empty:
                 self.process.kill()
-                raise VllmError(f"no answer from the vLLM runner in {timeout_s:.0f} s" + self._last_lines()) from None
-            if line is None:
                 self.process.wait()
-                raise VllmError(f"the vLLM runner exited (status {self.process.returncode})" + self._last_lines())
+                raise VllmError(f"no answer from the vLLM runner in {timeout_s:.0f} s (killed)"
+                                + self._last_lines()) from None
+            if line is None:
+                raise self._exited()
             if line.startswith(MARK):
                 return json.loads(line[len(MARK):])
             self._tail.append(line.rstrip())
@@ -207,6 +210,17 @@ class VllmRunner:
             self._lines.put(line)
         self._lines.put(None)
 
+    def _exited(self) -> VllmError:
+        """The error for a runner that has ended (reaped here): its exit status, and the signal that ended it."""
+        try:
+            status = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # its stdout or stdin closed, but still running
+            self.process.kill()
+            status = self.process.wait()
+        return VllmError(f"the vLLM runner exited with {exit_status(status)}" + self._last_lines())
+
     def _last_lines(self) -> str:
+        """`` (its log: PATH)`` and, on the lines after, vLLM's last lines on stdout: the first line of an
+        error stays its cause."""
         where = f" (its log: {self.log_path})" if self.log_path else ""
-        return ("; its last lines" + where + ":\n" + "\n".join(self._tail)) if self._tail else where
+        return where + ("\nits last lines:\n" + "\n".join(self._tail) if self._tail else "")
