@@ -51,9 +51,9 @@ def test_setup_pins_the_version_and_removes_the_extras_that_break_it():
 def test_the_runner_answers_an_error_and_stays_up(fake_venv, tmp_path):
     """The lab's Python has no vLLM: ``load`` fails inside the runner, which answers the error
     (raised here as VllmError) and still answers the next request."""
-    runner = VllmRunner("assets/tiny/target", log_file=tmp_path / "runner.log")
+    runner = VllmRunner("assets/tiny/target", log_file=tmp_path / "runner.log").spawn()
     with pytest.raises(VllmError, match="No module named 'vllm'"):
-        runner.start()
+        runner.request({"op": "load", "model": "assets/tiny/target"})
     assert runner.process.poll() is None
     with pytest.raises(VllmError, match="unknown op 'nonsense'"):
         runner.request({"op": "nonsense"})

@@ -9,10 +9,15 @@ vLLM runs with ``threads`` OpenMP threads bound to cores ``0..threads-1`` (its d
 for itself: one thread on a 2-core machine) and in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``:
 loads in about a quarter of the time of its engine-core process, and a request's wall time is the
 engine's own). Its logs go to ``log_file``; only lines marked by the runner are answers.
+
+Whatever fails -- a load that raises, no answer in time, a runner that dies -- the runner is killed and
+reaped before the ``VllmError`` leaves ``start`` (a ``with`` block reaps it on leaving); the error's
+first line names the cause, with the runner's exit status and signal where it ended.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import json
 import os
@@ -123,6 +128,20 @@ class VllmRunner:
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> "VllmRunner":
+        """Start the runner and load the model; on any failure the runner is killed and reaped first."""
+        try:
+            self.spawn()
+            loaded = self.request({"op": "load", "model": self.model, "speculative_config": self.speculative_config,
+                                   "dtype": "float32", "max_model_len": self.max_model_len,
+                                   "max_num_seqs": self.max_num_seqs}, LOAD_TIMEOUT_S)
+        except BaseException:
+            self.kill()
+            raise
+        self.load_s = loaded["load_s"]
+        return self
+
+    def spawn(self) -> "VllmRunner":
+        """The runner process, once it says it is ready for requests, with no model loaded (``start``)."""
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [str(env.python()), str(RUNNER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
@@ -133,10 +152,6 @@ class VllmRunner:
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self._read(LOAD_TIMEOUT_S)  # {"ready": true}
-        loaded = self.request({"op": "load", "model": self.model, "speculative_config": self.speculative_config,
-                               "dtype": "float32", "max_model_len": self.max_model_len,
-                               "max_num_seqs": self.max_num_seqs}, LOAD_TIMEOUT_S)
-        self.load_s = loaded["load_s"]
         return self
 
     def close(self) -> None:
@@ -152,6 +167,15 @@ class VllmRunner:
             self.process.wait()
         finally:
             self.process = None
+
+    def kill(self) -> None:
+        """Kill the runner and reap it, without asking it to quit (it may be loading, reading no request)."""
+        if self.process is None:
+            return
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+        self.process = None
 
     def __enter__(self) -> "VllmRunner":
         return self.start() if self.process is None else self

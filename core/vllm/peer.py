@@ -43,6 +43,18 @@ class VllmPeer:
         self.load_s: dict[str, float] = {}
 
     def start(self) -> "VllmPeer":
+        """Every method's runner, loaded; on a failure (Ctrl-C included) those already loaded are closed."""
+        try:
+            self._load_all()
+        except BaseException:
+            self.close()
+            raise
+        if "none" not in self.runners:
+            self.close()
+            raise UserError(f"vLLM could not load the plain target: {self.skipped.get('none')}")
+        return self
+
+    def _load_all(self) -> None:
         target = resolve_preset(self.preset).target
         max_len = load_model(target, "cpu").context_length
         for name in self.methods:
@@ -57,10 +69,6 @@ class VllmPeer:
                 continue
             self.runners[name] = runner
             self.load_s[name] = runner.load_s
-        if "none" not in self.runners:
-            self.close()
-            raise UserError(f"vLLM could not load the plain target: {self.skipped.get('none')}")
-        return self
 
     def close(self) -> None:
         for runner in self.runners.values():
