@@ -186,11 +186,14 @@ def flag(field_name: str) -> str:
     return field_name.replace("_", "-")
 
 
-def validation_message(error: ValidationError) -> str:
-    """One line per failing field: ``field: what is wrong (got value)``."""
+def validation_message(error: ValidationError, as_flags: bool = False) -> str:
+    """One line per failing field: ``field: what is wrong (got value)`` (``--field-name: ...`` with ``as_flags``,
+    for settings read from command-line flags)."""
     lines = []
     for item in error.errors(include_url=False):
         where = ".".join(str(part) for part in item["loc"]) or "request"
+        if as_flags and item["loc"]:
+            where = "--" + flag(str(item["loc"][0]))
         message = item["msg"].removeprefix("Value error, ")
         got = item.get("input")
         shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."

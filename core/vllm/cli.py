@@ -9,16 +9,20 @@
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
-from core.common.errors import UserError
+from core.api.request import flag
+from core.common.errors import UserError, exit_status
+from core.common.files import check_output_file
 from core.models.loading import resolve_preset
-from core.models.prompts import HELDOUT_PROMPTS, load_prompts
+from core.models.prompts import HELDOUT_PROMPTS
 from core.vllm import env
 from core.vllm.client import VllmError, VllmRunner
-from core.vllm.oracle import METHODS, compare, markdown, method
+from core.vllm.oracle import compare, markdown, method
 from core.vllm.serve import serve
+from core.vllm.settings import CompareSettings, ServeSettings, VllmSettings
 
 
 def add_arguments(parser) -> None:
@@ -26,41 +30,57 @@ def add_arguments(parser) -> None:
     sub.add_parser("setup", help="build the pinned vLLM virtual environment under ~/.cache (about 6 minutes)")
     sub.add_parser("status", help="where the vLLM environment is and what it holds")
     c = sub.add_parser("compare", help="the same greedy requests through vLLM and the lab: text and counters")
-    c.add_argument("--preset", default="tiny")
-    c.add_argument("--method", default="eagle3", choices=METHODS)
-    c.add_argument("--k", type=int, default=3, help="draft tokens per step (num_speculative_tokens)")
+    add_settings_arguments(c, CompareSettings, "max_new_tokens")
     c.add_argument("--prompts", help="prompts file, one per line (default: the held-out set)")
-    c.add_argument("--limit", type=int, help="only the first N prompts")
-    c.add_argument("--max-new-tokens", type=int, default=40)
-    c.add_argument("--threads", type=int, default=2, help="vLLM's CPU threads (bound to cores 0..N-1)")
+    c.add_argument("--limit", type=int, help="only the first N prompts (1 to the number of prompts; default: all)")
     c.add_argument("--log", help="append vLLM's own log to this file")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     s = sub.add_parser("serve", help="vllm serve on 127.0.0.1 with the preset's target and a speculative method")
-    s.add_argument("--preset", default="tiny")
-    s.add_argument("--method", default="eagle3", choices=METHODS)
-    s.add_argument("--k", type=int, default=3, help="draft tokens per step (num_speculative_tokens)")
-    s.add_argument("--port", type=int, help="default: a free port")
-    s.add_argument("--threads", type=int, default=2, help="vLLM's CPU threads (bound to cores 0..N-1)")
+    add_settings_arguments(s, ServeSettings, "port")
     s.add_argument("--log", default=str(env.venv_dir().parent / "serve.log"), help="vLLM's own log (overwritten)")
 
 
+def add_settings_arguments(p: argparse.ArgumentParser, settings: type[VllmSettings], *more: str) -> None:
+    """The flags of the shared settings and ``more`` of ``settings``' own fields: defaults and help read off
+    the fields; values are checked by ``settings`` (``core.vllm.settings``)."""
+    for name in ("preset", "method", "k", "threads", *more):
+        info = settings.model_fields[name]
+        shown = "" if info.default is None else f" (default: {info.default})"
+        p.add_argument(f"--{flag(name)}", type=str if name in ("preset", "method") else int, default=info.default,
+                       help=(info.description or "") + shown)
+
+
 def run(args) -> int:
-    if args.vllm_command == "setup":
-        env.setup(lambda line: print(line, file=sys.stderr, flush=True))
-        return 0
-    if args.vllm_command == "status":
-        found = env.stamp()
-        print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found,
-                          "package_for_this_machine": env.package()}) if found
-              else env.missing_reason())
-        return 0 if env.ready() else 1
-    if args.vllm_command == "serve":
-        return run_serve(args)
-    prompts = load_prompts(args.prompts or HELDOUT_PROMPTS)[: args.limit]
-    spec = method(args.method, args.preset, args.k)
-    with VllmRunner(resolve_preset(args.preset).target, spec.speculative_config(), threads=args.threads,
+    """A failure of vLLM (``VllmError``) or of setup's pip (``VenvError``) reaches ``core.cli``'s error
+    boundary, which prints its first line."""
+    commands = {"setup": run_setup, "status": run_status, "compare": run_compare, "serve": run_serve}
+    return commands[args.vllm_command](args)
+
+
+def run_setup(args) -> int:
+    env.setup(lambda line: print(line, file=sys.stderr, flush=True))
+    return 0
+
+
+def run_status(args) -> int:
+    found = env.stamp()
+    print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found,
+                      "package_for_this_machine": env.package()}) if found else env.missing_reason())
+    return 0 if env.ready() else 1
+
+
+def run_compare(args) -> int:
+    """Every setting checked before anything is exported or loaded; exit 0 only when every prompt agrees."""
+    settings = CompareSettings.of(args.prompts or HELDOUT_PROMPTS, args.limit, preset=args.preset, method=args.method,
+                                  k=args.k, threads=args.threads, max_new_tokens=args.max_new_tokens)
+    if args.log:
+        check_output_file(args.log, "--log")
+    if not env.ready():
+        raise UserError(env.missing_reason())
+    spec = method(settings.method, settings.preset, settings.k)
+    with VllmRunner(resolve_preset(settings.preset).target, spec.speculative_config(), threads=settings.threads,
                     log_file=args.log) as runner:
-        rows = compare(runner, spec, args.preset, prompts, args.max_new_tokens)
+        rows = compare(runner, spec, settings.preset, settings.prompts, settings.max_new_tokens)
     if args.json:
         print(json.dumps({"method": spec.label, "rows": [r.model_dump() for r in rows]}, ensure_ascii=False))
     else:
@@ -72,26 +92,25 @@ def run(args) -> int:
 
 
 def run_serve(args) -> int:
-    """Until Ctrl-C (exit 0) or the server's own end (exit 1); a server that fails to start prints the
-    last lines of its log."""
+    """Until Ctrl-C (exit 0) or the server's own end (a ``VllmError``: exit 1); a server that fails to
+    start is a ``VllmError`` naming its log."""
+    settings = ServeSettings.checked(preset=args.preset, method=args.method, k=args.k, threads=args.threads,
+                                     port=args.port)
     if not env.ready():
         raise UserError(env.missing_reason())
-    spec = method(args.method, args.preset, args.k)
-    target = resolve_preset(args.preset).target
+    check_output_file(args.log, "--log")  # by default beside the venv
+    spec = method(settings.method, settings.preset, settings.k)
+    target = resolve_preset(settings.preset).target
     print(f"vLLM: loading {target} with {spec.label} (a minute or two for tiny on 2 cores; its log: {args.log})",
           file=sys.stderr, flush=True)
     try:
-        with serve(target, spec.speculative_config(), threads=args.threads, port=args.port,
+        with serve(target, spec.speculative_config(), threads=settings.threads, port=settings.port,
                    log_file=args.log) as server:
             print(f"vLLM serves {server.model} ({spec.label}) at {server.url}: OpenAI API {server.url}/v1/completions,"
                   f" metrics {server.metrics_url} (the app's Production monitor reads it). Ctrl-C stops it.",
                   flush=True)
             status = server.process.wait()
-    except VllmError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("vLLM stopped", file=sys.stderr)
         return 0
-    print(f"error: vllm serve exited (status {status}); its log: {args.log}", file=sys.stderr)
-    return 1
+    raise VllmError(f"vllm serve exited with {exit_status(status)} (its log: {args.log})")
