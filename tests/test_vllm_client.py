@@ -37,7 +37,7 @@ def test_without_the_venv_the_runner_is_refused_with_the_setup_command(tmp_path,
 
 
 def test_a_stamp_for_another_package_is_not_ready(fake_venv):
-    env.stamp_file().write_text(json.dumps({"package": "vllm==0.0.1"}))
+    env.stamp_file().write_text(json.dumps({"package": "vllm==0.0.1", "vllm": "0.0.1", "transformers": "y"}))
     assert not env.ready() and "vllm==0.0.1" in env.missing_reason()
 
 

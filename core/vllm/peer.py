@@ -100,8 +100,9 @@ class VllmPeer:
         return [encode_prompt(target, p, self.max_new_tokens) for p in prompts]
 
     def info(self) -> dict:
-        found = env.stamp() or {}
-        return {"version": found.get("vllm"), "package": found.get("package"), "threads": self.threads,
+        found = env.stamp()
+        return {"version": found.vllm if found else None, "package": found.package if found else None,
+                "threads": self.threads,
                 "timing": "warm engines (loaded before timing, a warm-up request first), one request at a time "
                           "(batch 1), wall time of LLM.generate inside the runner process",
                 "load_s": {k: round(v, 1) for k, v in self.load_s.items()}, "skipped": self.skipped}
