@@ -43,7 +43,8 @@ def build_decoder(request: DecodeRequest, *, record: bool = True,
     def load(path: str) -> LoadedModel:
         return load_model(path, request.device, request.trust_remote_code)
 
-    target = load(request.target or preset.target)
+    target = load_model(request.target or preset.target, request.device, request.trust_remote_code,
+                        request.target_precision)
     prompt_ids = encode_prompt(target, request.prompt, request.max_new_tokens)
     drafter_cls = request.drafter_class
     drafter = drafter_cls.build(request.options, DrafterInputs(

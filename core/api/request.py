@@ -10,7 +10,7 @@ and labels are all derived from it (and from each drafter's ``Options``).
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -74,6 +74,9 @@ class DecodeRequest(BaseModel):
                         description="auto (CUDA if available), cpu or cuda")
     trust_remote_code: Annotated[bool, Field(strict=True)] = Field(
         False, description="allow model code shipped with the model folder / hub repo")
+    target_precision: Literal["float32", "int8"] = Field(
+        "float32", description="the target body's arithmetic on CPU: float32, or int8 weights with per-row "
+                               "activations (a target of its own; core.runtime.quantized)")
 
     @model_validator(mode="after")
     def _drafter_fits(self) -> "DecodeRequest":
@@ -130,6 +133,7 @@ class DecodeRequest(BaseModel):
             "k": self.shape.depth,
             "tree": self.shape.tree_text,
             "auto": self.shape.auto,
+            "target_precision": self.target_precision,
             **dict.fromkeys(option_fields()),
             **self.options.model_dump(),
         }

@@ -25,7 +25,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
                                   "WIDTH is EAGLE-2's top-k)")
     for name, info in option_fields().items():
         add_field_argument(p, name, info, default=None, owners=option_owners(name))
-    for name in ("max_new_tokens", "temperature", "seed", "block_size", "device", "trust_remote_code"):
+    for name in ("max_new_tokens", "temperature", "seed", "block_size", "device", "target_precision",
+                 "trust_remote_code"):
         add_field_argument(p, name, fields[name])
     p.add_argument("--trace", help="write the step records as JSON lines to this file (docs/trace.md)")
     p.add_argument("--check", action="store_true", help="also run the target alone and report baseline_match")
@@ -50,7 +51,8 @@ def add_field_argument(p: argparse.ArgumentParser, name: str, info, default=...,
 
 def run_generate(args: argparse.Namespace) -> int:
     flat = {name: getattr(args, name) for name in (
-        "max_new_tokens", "temperature", "seed", "block_size", "device", "trust_remote_code", "target", "draft",
+        "max_new_tokens", "temperature", "seed", "block_size", "device", "target_precision", "trust_remote_code",
+        "target", "draft",
         *option_fields())}
     result = generate(args.prompt, args.preset, args.drafter, k=args.k, tree=args.tree, check=args.check,
                       trace=args.trace, **flat)

@@ -40,6 +40,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                                          "of each drafter against batch size, and the target's forward latency")
     p.add_argument("--threads", type=int, help="torch CPU threads for the measurement (default: torch's default)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--target-precision", default="float32",
+                   help="the target body's arithmetic, or several comma-separated: every drafter is timed at each, "
+                        "speedups against the first's none (float32, int8; default: float32)")
     p.add_argument("--out", help="write bench.json, bench.md and bench.html into this folder")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -53,7 +56,7 @@ def run_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf,
         overhead=args.overhead, null_arm=args.null_arm, compare_vllm=args.compare_vllm,
         device=args.device, target=args.target, draft=args.draft, batch_sweep=args.batch_sweep or (),
-        threads=args.threads,
+        threads=args.threads, target_precisions=tuple(p.strip() for p in args.target_precision.split(",")),
     )
     result = bench(config)
     if args.out:

@@ -74,7 +74,8 @@ def measure(target: LoadedModel, repeats: int = 5) -> CostCurve:
 
 def cache_path(target: LoadedModel) -> Path:
     key = json.dumps({"version": COST_VERSION, "model": target_fingerprint(target.model), "device": str(target.device),
-                      "threads": torch.get_num_threads(), "cpu": _cpu_name()}, sort_keys=True)
+                      "precision": target.precision, "threads": torch.get_num_threads(), "cpu": _cpu_name()},
+                     sort_keys=True)
     return lab_cache("cost") / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 

@@ -31,6 +31,7 @@ from core.common.limits import (MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_HEADS, MAX_HI
                          MAX_TOKEN_ID)
 from core.models import gemma
 from core.runtime.kernels import pack_linears
+from core.runtime.quantized import PRECISIONS, QuantizationUnavailable, quantize_body
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -103,6 +104,7 @@ class LoadedModel:
     context_length: int
     eos_ids: frozenset[int]
     vocab_map: VocabMap | None = None
+    precision: str = "float32"  # the body's arithmetic on CPU: float32, or int8 (core.runtime.quantized)
 
     @property
     def device(self) -> torch.device:
@@ -117,7 +119,7 @@ class LoadedModel:
 MAX_LOADED_MODELS = 6  # a preset's target and its three draft sizes, and two more
 HUB_PROBE_TIMEOUT_S = 3.0
 ANSI_CODE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_loaded: OrderedDict[tuple[str, str], LoadedModel] = OrderedDict()  # least recently used first
+_loaded: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
 
 
@@ -167,15 +169,21 @@ def drafter_home(target_path: str) -> Path:
     return resolved.parent
 
 
-def load_model(path: str, device: str | None = None, trust_remote_code: bool = False) -> LoadedModel:
-    """Load (once per process) a causal LM and its tokenizer: fp32 on CPU, bf16 on CUDA."""
+def load_model(path: str, device: str | None = None, trust_remote_code: bool = False,
+               precision: str = "float32") -> LoadedModel:
+    """Load (once per process) a causal LM and its tokenizer: fp32 on CPU, bf16 on CUDA; with
+    ``precision="int8"`` a CPU target whose body computes in int8 (``core.runtime.quantized``)."""
     torch_device = pick_device(device)
-    key = (str(path), str(torch_device))
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown target precision {precision!r} (use {' or '.join(PRECISIONS)})")
+    if precision != "float32" and torch_device.type != "cpu":
+        raise UserError(f"the {precision} target runs on the CPU only (this run is on {torch_device})")
+    key = (str(path), str(torch_device), precision)
     with _lock:
         if key in _loaded:
             _loaded.move_to_end(key)
             return _loaded[key]
-        loaded = _load(str(path), torch_device, trust_remote_code)
+        loaded = _load(str(path), torch_device, trust_remote_code, precision)
         _loaded[key] = loaded
         while len(_loaded) > MAX_LOADED_MODELS:
             _loaded.popitem(last=False)
@@ -288,7 +296,7 @@ def _check_loaded(path: str, info: dict) -> None:
                             f"({kind.replace('_', ' ')}: {listed(keys)})")
 
 
-def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> LoadedModel:
+def _load(path: str, torch_device: torch.device, trust_remote_code: bool, precision: str) -> LoadedModel:
     """Read a model folder or hub id: fp32 on CPU, bf16 on CUDA; a failure is a UserError."""
     dtype = torch.bfloat16 if torch_device.type == "cuda" else torch.float32
     vocab_map = read_vocab_map(path)
@@ -302,7 +310,9 @@ def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> Loa
         raise load_error(path, e, local_only) from None
     _check_loaded(path, info)
     model.to(torch_device).eval()
-    if torch_device.type == "cpu":
+    if precision == "int8":
+        quantize(path, model)
+    elif torch_device.type == "cpu":
         pack_linears(model)  # faster multi-row verifies (core.runtime.kernels); small models are left alone
     config = model.config.get_text_config()
     context = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
@@ -313,7 +323,15 @@ def _load(path: str, torch_device: torch.device, trust_remote_code: bool) -> Loa
     if eos is None and tokenizer is not None:
         eos = tokenizer.eos_token_id
     eos_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
-    return LoadedModel(path, model, tokenizer, int(context), eos_ids, vocab_map)
+    return LoadedModel(path, model, tokenizer, int(context), eos_ids, vocab_map, precision)
+
+
+def quantize(path: str, model) -> None:
+    """The int8 body (``core.runtime.quantized``), or a UserError where this CPU cannot run it."""
+    try:
+        quantize_body(model)
+    except QuantizationUnavailable as e:
+        raise UserError(f"could not make model {path!r} an int8 target: {e}") from None
 
 
 def hub_endpoint() -> str:

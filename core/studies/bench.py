@@ -38,6 +38,7 @@ from core.common.files import write_text_atomic
 from core.models.loading import load_model, pick_device, resolve_preset
 from core.models.prompts import HELDOUT_PROMPTS, load_prompts
 from core.records.metrics import Tallies, tally
+from core.runtime.quantized import PRECISIONS
 from core.api.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.studies.results import worst
@@ -67,6 +68,19 @@ class BenchConfig:
     device: str = "auto"
     target: str | None = None  # overrides the preset's target / draft
     draft: str | None = None
+    target_precisions: tuple[str, ...] = ("float32",)  # every drafter at each; speedups against the first's none
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """The drafter specs timed: ``drafters`` at the first precision, then again at each other one
+        (``spec:target_precision=int8``)."""
+        return self.drafters + tuple(f"{spec}:target_precision={precision}"
+                                     for precision in self.target_precisions[1:] for spec in self.drafters)
+
+    def reference(self, arm: str) -> str:
+        """The arm whose output ``arm``'s must equal: ``none`` at the same target precision."""
+        precision = split_spec(arm)[1].get("target_precision", self.target_precisions[0])
+        return BASELINE if precision == self.target_precisions[0] else f"{BASELINE}:target_precision={precision}"
 
     def request(self, prompt: str, spec: str, seed: int = 0) -> DecodeRequest:
         """The run of drafter ``spec``: a name, optionally ``:SHAPE`` (k, WxD, auto or auto-tree) and
@@ -74,6 +88,7 @@ class BenchConfig:
         shape, the bench's ``k`` / ``tree``."""
         name, flat = split_spec(spec)
         flat = {"k": self.k, "tree": self.tree, **flat}
+        flat = {"target_precision": self.target_precisions[0], **flat}
         return DecodeRequest.of(prompt, self.preset, name, max_new_tokens=self.max_new_tokens, device=self.device,
                                 target=self.target, draft=self.draft, temperature=self.temperature, seed=seed,
                                 **flat)
@@ -169,12 +184,13 @@ def walls(per_prompt: list[list[Timing]], per_token: bool = False) -> list[list[
 
 
 def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: list[str],
-              sampled: bool = False) -> dict[str, dict]:
+              sampled: bool = False, reference: Callable[[str], str] | None = None) -> dict[str, dict]:
     """timings[name][prompt] = list over repeats. Speedup: ``core.common.timing.speedup`` against
     ``baseline``, also per language half and for the worst single prompt; τ and acceptance pool
     every repeat's step totals. ``sampled``: the runs sampled, so speedups compare seconds per new
     token and identity to the baseline is not asked (``None``: the χ² test of tests/test_sampling.py
-    is what shows the law is the target's)."""
+    is what shows the law is the target's). ``reference(name)``: the arm whose tokens ``name``'s must
+    equal (default ``baseline``; another target precision has its own ``none``)."""
     out = {}
     base = walls(timings[baseline], sampled)
     for name, per_prompt in timings.items():
@@ -199,7 +215,9 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
             "target_forwards": totals.steps,
             "new_tokens": sum(len(t.tokens) for t in every),
             "identical_to_baseline": None if sampled else all(
-                t.tokens == base_runs[0].tokens for runs, base_runs in zip(per_prompt, timings[baseline]) for t in runs
+                t.tokens == base_runs[0].tokens
+                for runs, base_runs in zip(per_prompt, timings[reference(name) if reference else baseline])
+                for t in runs
             ),
         }
     return out
@@ -232,7 +250,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     finally:
         if peer:
             peer.close()
-    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled)
+    engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled, config.reference)
     result = _result_head(config, prompts, engine_summary)
     if config.overhead:
         result["overhead"] = _records_overhead(engine, timings)
@@ -247,7 +265,12 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
 
 def _checked_batch_sizes(config: BenchConfig) -> list[int]:
     """Refuse a bad config before anything runs and set torch's threads; the batch sizes to sweep."""
-    for spec in config.drafters:
+    for precision in config.target_precisions:
+        if precision not in PRECISIONS:
+            raise UserError(f"--target-precision: unknown precision {precision!r} (use {', '.join(PRECISIONS)})")
+    if len(set(config.target_precisions)) != len(config.target_precisions) or not config.target_precisions:
+        raise UserError("--target-precision: name each precision once")
+    for spec in config.arms:
         config.request("x", spec)  # a bad name, shape or option is refused before anything runs
     if BASELINE not in config.drafters:
         raise UserError("--drafters must include none: speedups are measured against it")
@@ -267,7 +290,7 @@ def _checked_batch_sizes(config: BenchConfig) -> list[int]:
 def _engine_arms(config: BenchConfig, prompts: list[str]) -> dict[str, list[Callable[[], Timing]]]:
     """The engine's runners per arm: every drafter, the null arm and the records-off probe when asked."""
     engine = {
-        name: [engine_runner(config, p, name, seed=i) for i, p in enumerate(prompts)] for name in config.drafters
+        name: [engine_runner(config, p, name, seed=i) for i, p in enumerate(prompts)] for name in config.arms
     }
     if config.null_arm:
         engine[NULL_ARM] = [engine_runner(config, p, BASELINE, seed=i) for i, p in enumerate(prompts)]
@@ -297,7 +320,7 @@ def _result_head(config: BenchConfig, prompts: list[str], engine_summary: dict) 
         "device": str(pick_device(config.device)),
         "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
-        "drafters": {k: v for k, v in engine_summary.items() if k in config.drafters or k == NULL_ARM},
+        "drafters": {k: v for k, v in engine_summary.items() if k in config.arms or k == NULL_ARM},
         "hf": {},
         "batch_sweep": [],
     }
@@ -358,7 +381,9 @@ def time_prompts(everything: dict[str, list[Callable[[], Timing]]], repeats: int
 def verify_study(config: BenchConfig, prompts: list[str], log: Callable[[str], None]) -> dict:
     """``verify_ratio`` of the target and (when the preset or --draft names one) the draft model."""
     preset = resolve_preset(config.preset)
-    models = {"target": load_model(config.target or preset.target, config.device)}
+    models = {"target" if i == 0 else f"target {precision}":
+              load_model(config.target or preset.target, config.device, precision=precision)
+              for i, precision in enumerate(config.target_precisions)}
     if config.draft or preset.draft:
         models["draft"] = load_model(config.draft or preset.draft, config.device)
     log(f"verify cost: {', '.join(models)}, with and without the LM head")
