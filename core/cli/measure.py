@@ -70,6 +70,8 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model folder or hub id (overrides the preset's)")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (the curve is cached per thread count)")
+    p.add_argument("--target-precision", default="float32", help="the target body's arithmetic: float32 or int8 "
+                                                                  "(the curve is cached per precision)")
     p.add_argument("--remeasure", action="store_true", help="measure again even when a cached curve exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -79,12 +81,14 @@ def run_cost(args: argparse.Namespace) -> int:
         if not 1 <= args.threads <= 256:
             raise UserError(f"--threads must be between 1 and 256 (got {args.threads})")
         torch.set_num_threads(args.threads)
-    target = load_model(args.target or resolve_preset(args.preset).target, args.device)
+    target = load_model(args.target or resolve_preset(args.preset).target, args.device,
+                        precision=args.target_precision)
     curve = cost_curve(target, remeasure=args.remeasure)
     if args.json:
         print(json.dumps(asdict(curve)))
     else:
-        print(f"verify cost v(n) = forward(n) / forward(1) on {curve.device}, {curve.threads} thread(s); "
+        print(f"verify cost v(n) = forward(n) / forward(1) of the {target.precision} target on {curve.device}, "
+              f"{curve.threads} thread(s); "
               f"forward(1) = {curve.forward_s * 1000:.1f} ms")
         print("n: " + " ".join(f"{n:>5}" for n in curve.tokens))
         print("v: " + " ".join(f"{r:>5.2f}" for r in curve.ratio))

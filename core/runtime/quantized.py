@@ -33,6 +33,7 @@ against it as against any target.
 """
 from __future__ import annotations
 
+import threading
 import types
 import warnings
 
@@ -65,25 +66,90 @@ def prepack(weight: torch.Tensor):
             raise QuantizationUnavailable(f"no int8 GEMM in this torch build or on this CPU ({e})") from None
 
 
-def int8_product(x: torch.Tensor, packed) -> torch.Tensor:
-    """``x @ w.T`` for fbgemm-packed int8 ``w``, each row of ``x`` [rows, in] quantized on its own."""
-    rows = x.shape[0]
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``x`` [rows, in] in two levels: ``(levels [2 x rows, in], step [rows, 1])``, the
+    coarse levels' rows then the fine ones' (fbgemm's input, above)."""
     step = x.abs().amax(dim=1, keepdim=True).div_(LEVEL).clamp_min_(torch.finfo(torch.float32).tiny)
     scaled = x / step
     coarse = scaled.round()
     fine = scaled.sub_(coarse).mul_(FINE).round_()
-    out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
-        torch.cat([coarse, fine]), 1.0, ZERO_POINT, packed)
+    return torch.cat([coarse, fine]), step
+
+
+def int8_product(x: torch.Tensor, packed) -> torch.Tensor:
+    """``x @ w.T`` for fbgemm-packed int8 ``w``, each row of ``x`` [rows, in] quantized on its own."""
+    levels, step = quantize_rows(x)
+    out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(levels, 1.0, ZERO_POINT, packed)
+    rows = step.shape[0]
     return out[rows:].div_(FINE).add_(out[:rows]).mul_(step)
+
+
+class Int8Group:
+    """Linears that read one input (a layer's q/k/v, its gate/up) as one int8 product: their weights'
+    rows stacked into one packed weight, so the input is quantized once and the weight read in one
+    GEMM. Each output element is the same integer sum and the same scaling as in a product of its
+    own Linear, so grouping changes the speed, never a bit of the result."""
+
+    def __init__(self, linears: list[torch.nn.Linear]):
+        self.packed = prepack(torch.cat([m.weight.detach() for m in linears]))
+        edges = [0]
+        for m in linears:
+            edges.append(edges[-1] + m.out_features)
+        self.columns = [slice(a, b) for a, b in zip(edges, edges[1:])]
+
+    def output(self, x: torch.Tensor, member: int) -> torch.Tensor:
+        """Member ``member``'s product of ``x`` [..., in]: computed for the whole group at the group's
+        first read of ``x``, then sliced (the members read ``x`` one after the other)."""
+        if _last.group is not self or _last.tensor is not x:
+            _last.group, _last.tensor = self, x
+            _last.out = int8_product(x.reshape(-1, x.shape[-1]).float(), self.packed)
+        return _last.out[:, self.columns[member]]
+
+
+class _LastInput(threading.local):
+    """The last group product this thread computed, and its input. (Inference tensors keep no version
+    counter: a model that changed an input in place between two members reading it would get the
+    first read's product -- the same for every row and every run, so still one target, decoded
+    losslessly, only a different one.)"""
+
+    group: Int8Group | None = None
+    tensor: torch.Tensor | None = None
+    out: torch.Tensor | None = None
+
+
+_last = _LastInput()
 
 
 def _int8_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled():
         raise RuntimeError("an int8 target has no gradient (its weights are quantized)")
-    out = int8_product(x.reshape(-1, x.shape[-1]).float(), self.int8_weight)
-    if self.bias is not None:
-        out += self.bias
+    out = self.int8_group.output(x, self.int8_member)
+    out = out + self.bias if self.bias is not None else out.contiguous()
     return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def _groups(model, linears: list[torch.nn.Linear]) -> list[list[torch.nn.Linear]]:
+    """``linears`` grouped by the input tensor each read in one probe forward (a few tokens), in the
+    order they read it; a Linear the probe did not reach is a group of its own."""
+    read: dict[int, list[torch.nn.Linear]] = {}
+    keep: list[torch.Tensor] = []  # the inputs stay alive, so no id is reused during the probe
+
+    def hook(module, inputs):
+        keep.append(inputs[0])
+        group = read.setdefault(id(inputs[0]), [])
+        if module not in group:
+            group.append(module)
+
+    handles = [m.register_forward_pre_hook(hook) for m in linears]
+    try:
+        with torch.inference_mode():
+            model.get_decoder()(input_ids=torch.arange(1, 5, device=model.device)[None] % model.config.vocab_size)
+    finally:
+        for handle in handles:
+            handle.remove()
+    grouped = [g for g in read.values() if len({m.in_features for m in g}) == 1]
+    seen = {id(m) for g in grouped for m in g}
+    return grouped + [[m] for m in linears if id(m) not in seen]
 
 
 def quantize_body(model) -> int:
@@ -93,9 +159,11 @@ def quantize_body(model) -> int:
     linears = [m for m in model.get_decoder().modules() if isinstance(m, torch.nn.Linear)]
     if not linears or any(m.weight.device.type != "cpu" or m.weight.dtype != torch.float32 for m in linears):
         raise QuantizationUnavailable("the int8 target needs a float32 model on the CPU")
-    for module in linears:
-        module.int8_weight = prepack(module.weight)
-        module.forward = types.MethodType(_int8_forward, module)
-        module.weight.data = torch.empty(0, module.in_features)  # never read again: its 4 bytes a weight go
+    for members in _groups(model, linears):
+        group = Int8Group(members)
+        for index, module in enumerate(members):
+            module.int8_group, module.int8_member = group, index
+            module.forward = types.MethodType(_int8_forward, module)
+            module.weight.data = torch.empty(0, module.in_features)  # never read again: its 4 bytes a weight go
     use_rowwise_attention(model)
     return len(linears)

@@ -20,6 +20,7 @@ decoding of that prompt -- takes transformers' SDPA, as no verify ever holds tha
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -48,19 +49,47 @@ def rowwise_attention(module, query: torch.Tensor, key: torch.Tensor, value: tor
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     kv_heads = key.shape[1]
-    scaling = dim**-0.5 if scaling is None else scaling
     visible = _visible(attention_mask, batch, rows, key.shape[2])
     out = query.new_empty(batch, rows, heads, value.shape[-1])
     for b in range(batch):
-        for i in range(rows):
-            seen = visible[b, i].nonzero().squeeze(1)
-            keys, values = key[b][:, seen], value[b][:, seen]  # [kv_heads, seen, d]
-            q = query[b, :, i].reshape(kv_heads, heads // kv_heads, dim)  # a group of query heads per kv head
-            scores = torch.bmm(q, keys.transpose(1, 2)).mul_(scaling)
-            if softcap is not None:
-                scores = torch.tanh(scores / softcap) * softcap
-            out[b, i] = torch.bmm(torch.softmax(scores, dim=-1), values).reshape(heads, -1)
+        for i, seen in enumerate(_seen_keys(visible[b])):
+            # a slice of the keys where the row sees a prefix of them (a chain, a plain step), else a
+            # gathered copy (a tree's branch): the same values in the same layout, so the same products
+            keys, values = (key[b:b + 1, :, :seen], value[b:b + 1, :, :seen]) if isinstance(seen, int) else \
+                (key[b:b + 1, :, seen], value[b:b + 1, :, seen])
+            q = query[b:b + 1, :, i:i + 1]
+            if softcap is None:
+                row = F.scaled_dot_product_attention(q, keys, values, scale=scaling, enable_gqa=kv_heads != heads)
+            else:
+                row = _softcapped(q, keys, values, scaling, softcap)
+            out[b, i] = row[0, :, 0]
     return out, None
+
+
+def _softcapped(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float | None,
+                softcap: float) -> torch.Tensor:
+    """One row's attention with its scores soft-capped (Gemma 2): ``[1, heads, 1, d]``."""
+    kv_heads, heads, dim = keys.shape[1], q.shape[1], q.shape[-1]
+    keys, values = keys.repeat_interleave(heads // kv_heads, dim=1), values.repeat_interleave(heads // kv_heads, dim=1)
+    scores = q @ keys.transpose(-1, -2) * (dim**-0.5 if scaling is None else scaling)
+    scores = torch.tanh(scores / softcap) * softcap
+    return torch.softmax(scores, dim=-1) @ values
+
+
+def _seen_keys(visible: torch.Tensor) -> list[int | torch.Tensor]:
+    """Per row of ``visible`` [rows, keys]: how many keys it sees where they are the first ones, else
+    their indices."""
+    counts = visible.sum(dim=1).tolist()
+    if all(count == visible.shape[1] for count in counts[:1]) and visible.all():
+        return counts  # every row sees every key: a plain step, or a prefill under no mask
+    where = visible.nonzero()[:, 1]
+    out: list[int | torch.Tensor] = []
+    start = 0
+    for count in counts:
+        indices = where[start:start + count]
+        start += count
+        out.append(count if count == 0 or int(indices[-1]) == count - 1 else indices)
+    return out
 
 
 def use_rowwise_attention(model) -> None:
