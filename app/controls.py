@@ -12,7 +12,7 @@ from core import UserError
 from core.drafters import (BASELINE, DRAFTERS, DraftModelDrafter, DraftShape, HybridDrafter, NgramDrafter,
                            lookup)
 from core.common.limits import MAX_DEPTH, MAX_WIDTH
-from core.api.request import DecodeRequest, drafter_names
+from core.api.request import PRECISIONS, DecodeRequest, drafter_names
 from core.serving.monitor import is_loopback_host  # localhost, 127.x.x.x, ::1
 
 from .i18n import t
@@ -171,6 +171,7 @@ class StepControls(Controls):
     target: Any = None
     draft: Any = None
     auto: Any = False
+    target_precision: Any = "float32"
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ class CompareControls(Controls):
     target: Any = None
     draft: Any = None
     repeats: Any = 1
+    target_precision: Any = "float32"
 
 
 def run_request(lang: str, presets: list[str], controls: StepControls, *,
@@ -208,8 +210,14 @@ def run_request(lang: str, presets: list[str], controls: StepControls, *,
         k=k,
         tree=None if width == 1 else (width, k),
         auto=c.auto is True,
+        target_precision=precision(c.target_precision, lang),
         **decode_settings(lang, c.temperature, c.seed, c.max_new_tokens),
     )
+
+
+def precision(value, lang: str) -> str:
+    """The target precision chosen (float32 when the control is left out, as an older API call does)."""
+    return choice(value or PRECISIONS[0], PRECISIONS, "ctl.precision", lang)
 
 
 def decode_settings(lang: str, temperature, seed, max_new_tokens) -> dict:
@@ -254,6 +262,7 @@ def compare_requests(lang: str, presets: list[str], controls: CompareControls, *
         choice(name, COMPARE_CHOICES, "ctl.drafter", lang)
     drafters = [name for name in COMPARE_CHOICES if name in drafters]  # the page's order, not the click order
     base = dict(prompt=prompt_text(c.prompt, lang), preset=choice(c.preset, presets, "ctl.preset", lang),
+                target_precision=precision(c.target_precision, lang),
                 **decode_settings(lang, c.temperature, c.seed, c.max_new_tokens))
     shape_list = shapes(c.shapes, lang)
     if 1 + len(drafters) * len(shape_list) > PAGE_MAX_COMPARE_RUNS:

@@ -108,6 +108,12 @@ TEXT: dict[str, tuple[str, str]] = {
                         "comma-separated: a number is a chain of k, WxD a tree, e.g. 2x3; auto / auto-tree let the "
                         "controller decide each step how much to verify"),
     "ctl.auto": ("auto：每步由控制器决定起草多少", "auto: the controller decides each step how much to draft"),
+    "ctl.precision": ("目标模型精度", "Target precision"),
+    "ctl.precision_info": ("float32：原样的权重；int8：主体的权重量化为 int8、每行激活各自量化（CPU 用户常用的做法）。"
+                           "int8 是另一个目标模型：推测解码对它同样无损，但它的文本可能与 float32 的不同",
+                           "float32: the weights as they are; int8: the body's weights in int8, each row's activations "
+                           "quantized on their own (what CPU users run). int8 is another target: speculation is "
+                           "lossless against it too, but its text may differ from float32's"),
     "ctl.auto_info": ("每步先按本次测得的各层接受率和起草、验证耗时（本机实测的 v(n)）决定起草几层，可能一层也不起草；"
                       "再按草稿置信度决定验证多少。k 与树宽度是上限",
                       "each step first picks how deep to draft from this run's acceptance per level and the measured "
@@ -454,6 +460,19 @@ TEXT: dict[str, tuple[str, str]] = {
     "worth.plot_cost": ("验证成本 v(n)", "Verify cost v(n)"),
     "worth.runs_v": ("各运行自己的验证", "runs' own verifies"),
     "worth.curve": ("本机测得的 v(n)", "v(n) measured on this machine"),
+    "worth.precision_info": ("模型用哪种目标精度的 v(n)；每种在“比较”里测过的都画出来",
+                             "whose v(n) the model reads; every precision a Compare measured is drawn"),
+    "worth.precision_missing": ("还没有 {precision} 目标的 v(n)：在“比较”里把目标精度设为 {precision} 跑一次。",
+                                "No v(n) of the {precision} target yet: run Compare with target precision "
+                                "{precision}."),
+    "worth.precision_other": ("在“比较”里用 {precision} 再跑一次，就能把两种精度的 v(n) 画在一起：目标前向越便宜，"
+                              "一次验证多几个 token 相对就越贵，每个草稿 token 就越不值钱。",
+                              "Run Compare at {precision} too to draw both precisions' v(n): the cheaper the target's "
+                              "forward, the more a few extra verified tokens cost relative to it, and the less each "
+                              "drafted token is worth."),
+    "worth.precision_both": ("单 token 前向：{forwards}。目标前向越便宜，v(n) 涨得越快，每个草稿 token 就越不值钱。",
+                             "One-token forward: {forwards}. The cheaper the target's forward, the faster v(n) rises "
+                             "and the less each drafted token is worth."),
     "worth.run_v": ("{label}：验证 {n} 个 token，v = {v:.2f}", "{label}: verifies of {n} tokens, v = {v:.2f}"),
     "worth.no_curve": ("还没有本机的验证成本曲线（在“比较”里跑一次就有）：暂按 v = 1 计算，即验证 k+1 个 token 与 1 个一样贵。",
                        "No verify-cost curve of this machine yet (a Compare run measures it): v = 1 is assumed, i.e. "

@@ -173,6 +173,7 @@ def summary_markdown(result: dict, lang: str, records: list[StepRecord] | None =
         (t("sum.wall", lang), compute_time(result, records or [], lang)),
         (t("sum.kv_peak", lang), _fmt(kv.get("peak_blocks_in_use"), "d")),
         (t("sum.kv_after", lang), _fmt(kv.get("blocks_in_use_after"), "d")),
+        (t("ctl.precision", lang), (result.get("settings") or {}).get("target_precision") or "float32"),
     ]
     lines = [f"| {t('sum.what', lang)} | {t('sum.value', lang)} |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]

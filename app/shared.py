@@ -93,8 +93,9 @@ class Shared:
     read by every view (the language), Worth it? (the curve, the points), Step by step and Compare."""
 
     lang: str | None = None  # the language the toggle last switched to (None: never switched)
-    cost_curve: CostCurve | None = None  # the verify-cost curve of the last comparison's target
-    cost_target: str | None = None  # that target (a path or hub id, as RunResult.target names it)
+    # the verify-cost curves Compare measured on the last comparison's target, by target precision
+    # (a target is its path or hub id, as RunResult.target names it, and a precision: float32, int8)
+    cost_curves: dict[tuple[str, str], CostCurve] = field(default_factory=dict)
     points: deque[MeasuredPoint] = field(default_factory=lambda: deque(maxlen=MAX_POINTS))  # the latest runs
     # Step-by-step runs whose c and v wait for a curve: (their point, records, k, target)
     uncosted: deque = field(default_factory=lambda: deque(maxlen=MAX_UNCOSTED))
@@ -105,13 +106,27 @@ class Shared:
         while a handler was running (Play, Compare), which then draws its next yields in the new one."""
         return self.lang or lang
 
-    def curve_for(self, target: str) -> CostCurve | None:
-        """The session's verify-cost curve if it belongs to ``target``."""
-        return self.cost_curve if self.cost_target == target else None
+    def curve_for(self, target: str, precision: str = "float32") -> CostCurve | None:
+        """The session's verify-cost curve of ``target`` at ``precision``, if Compare measured it."""
+        return self.cost_curves.get((target, precision))
 
-    def add_run(self, label: str, records: list[StepRecord], k: int, target: str, curve: CostCurve | None) -> None:
-        """A finished Step-by-step run as a point of Worth it?; one whose c and v are unknown yet (no
-        one-token forward of this machine measured) is kept, to be filled in once a Compare measures it."""
+    def set_curve(self, target: str, precision: str, curve: CostCurve) -> None:
+        """A Compare's curve; the curves of another target than this one are let go (Worth it? draws the
+        curves of one target, each precision's)."""
+        self.cost_curves = {key: c for key, c in self.cost_curves.items() if key[0] == target}
+        self.cost_curves[(target, precision)] = curve
+
+    @property
+    def curves(self) -> dict[str, CostCurve]:
+        """The last comparison's target's curves, by precision (float32 first)."""
+        return dict(sorted(((precision, c) for (_, precision), c in self.cost_curves.items()),
+                           key=lambda item: item[0] != "float32"))
+
+    def add_run(self, label: str, records: list[StepRecord], k: int, target: tuple[str, str],
+                curve: CostCurve | None) -> None:
+        """A finished Step-by-step run on ``target`` (its path, its precision) as a point of Worth it?; one
+        whose c and v are unknown yet (no one-token forward of this machine measured) is kept, to be
+        filled in once a Compare measures it."""
         point = measured_point(label, records, k, curve=curve)
         self.points.append(point)
         if point.c is None:
@@ -122,7 +137,7 @@ class Shared:
         waiting = list(self.uncosted)
         self.uncosted.clear()
         for old, records, k, target in waiting:
-            curve = self.curve_for(target)
+            curve = self.curve_for(*target)
             if curve is None:
                 self.uncosted.append((old, records, k, target))
                 continue

@@ -60,6 +60,15 @@ def test_a_bad_value_is_a_message_not_a_crash(url, field, value, message):
     assert "Error" in status and message in status
 
 
+def test_a_run_on_the_int8_target_says_so_and_a_bad_precision_is_a_message(url):
+    c = client(url)
+    args = {**STEP_ARGS, "max_new_tokens": 2, "auto": False, "target_precision": "int8"}
+    summaries = [c.predict("en", *args.values(), api_name="/step")[1] for _ in range(3)]
+    assert any("| Target precision | int8 |" in summary for summary in summaries)
+    status = client(url).predict("en", *{**args, "target_precision": "int4"}.values(), api_name="/step")[0]
+    assert "Error" in status and "Target precision cannot be 'int4'" in status
+
+
 def test_a_value_outside_a_list_is_refused_with_a_message(url):
     status = client(url).predict("en", *{**STEP_ARGS, "preset": "/etc"}.values(), api_name="/step")[0]
     assert "Error" in status and "Model preset cannot be '/etc'; choose one of tiny" in status

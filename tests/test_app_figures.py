@@ -167,7 +167,7 @@ def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
 
     point = MeasuredPoint("draft · k=4", alpha=0.5, k=4, draft_cost=0.4, c=0.1, tokens_per_verify=1.8, speedup=1.2,
                           v=1.7, v_model=1.6, predicted=0.9, v_by_nodes={1: 1.0, 5: 1.7})
-    fig = worth_figure(0.6, 4, 0.05, [point], "en", CURVE)
+    fig = worth_figure(0.6, 4, 0.05, [point], "en", {"float32": CURVE})
     model = next(trace for trace in fig.data if trace.name == "model, k=4")
     assert model.y[60] == pytest.approx(tokens_per_verify(0.6, 4))
     speed = next(trace for trace in fig.data if trace.name == "model speedup")
@@ -183,7 +183,7 @@ def test_worth_figure_draws_the_model_the_cost_curve_and_the_measured_points():
     assert "v = 1 is assumed" not in readout(0.6, 4, 0.05, "en", CURVE)
     assert "v = 1 is assumed" in readout(0.6, 4, 0.05, "en")  # no curve yet: the paper's assumption, said so
     assert measured[0].mode == "markers+text" and measured[0].text[0] == "draft · k=4"
-    crowd = worth_figure(0.6, 4, 0.05, [point] * 6, "en", CURVE)
+    crowd = worth_figure(0.6, 4, 0.05, [point] * 6, "en", {"float32": CURVE})
     assert all(t.mode == "markers" for t in crowd.data if t.name == "measured here")  # six names would overlap
 
 
@@ -247,7 +247,7 @@ def test_a_step_run_made_before_any_compare_gets_c_and_v_once_a_curve_is_measure
 
     session = Session().shared
     target = runs["chain"].target
-    session.add_run("draft · k=4", runs["chain"].steps, 4, target, None)
+    session.add_run("draft · k=4", runs["chain"].steps, 4, (target, "float32"), None)
     [point] = session.points
     assert point.c is None and point.v is None
     assert list(points_table(list(session.points), "en")["c"]) == ["—"]
@@ -255,7 +255,10 @@ def test_a_step_run_made_before_any_compare_gets_c_and_v_once_a_curve_is_measure
     assert "Run Compare once" in missing_cost(list(session.points), "en")
     session.cost_points()  # no curve yet: still waiting
     assert session.points[0] is point
-    session.cost_curve, session.cost_target = CURVE, target
+    session.set_curve(target, "int8", CURVE)  # another precision's curve is another target's
+    session.cost_points()
+    assert session.points[0] is point
+    session.set_curve(target, "float32", CURVE)
     session.cost_points()
     [costed] = session.points
     assert costed.c == pytest.approx(measured_point("x", runs["chain"].steps, 4, curve=CURVE).c) and costed.c > 0
@@ -707,3 +710,28 @@ def test_a_compare_lane_ends_at_the_runs_engine_time_the_table_reads():
     assert fig.layout.annotations[0].text.startswith("2.00 s")
     runs = [SimpleNamespace(wall_s=w) for w in (3.0, 1.0, 2.0)]
     assert TimedSetup(request=None, results=runs).median_run.wall_s == 2.0
+
+
+def test_worth_it_draws_each_precisions_curve_and_reads_the_chosen_one():
+    """Two Compares on one target, at float32 and int8: both v(n) drawn, the chosen one bold and read by
+    the model; a Compare on another target lets them go."""
+    from app.session import Session
+
+    int8 = replace(CURVE, ratio=[1.0, 1.4, 1.9, 2.5][:len(CURVE.ratio)], forward_s=CURVE.forward_s / 2)
+    session = Session().shared
+    session.set_curve("t", "float32", CURVE)
+    session.set_curve("t", "int8", int8)
+    assert list(session.curves) == ["float32", "int8"]
+    fig = worth_figure(0.6, 2, 0.05, [], "en", session.curves, "int8")
+    lines = [trace for trace in fig.data if trace.name and trace.name.startswith("v(n) measured")]
+    assert [trace.name.rsplit(" ", 1)[-1] for trace in lines] == ["float32", "int8"]
+    assert [trace.line.width for trace in lines] == [2, 3]
+    assert f"v={int8.v(3):.2f}" in fig.layout.annotations[1].text  # the speedup panel reads int8's v(k+1)
+    from app.views.worth.view import precision_note
+
+    assert "float32 " in precision_note(session.curves, "int8", "en") and " ms" in precision_note(
+        session.curves, "int8", "en")
+    session.set_curve("other", "float32", CURVE)
+    assert list(session.curves) == ["float32"]
+    assert "Run Compare at int8 too" in precision_note(session.curves, "float32", "en")
+    assert "No v(n) of the int8 target yet" in precision_note(session.curves, "int8", "en")

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from core.drafters import (DEFAULT_DRAFTER, Drafter, DrafterOptions, DraftShape, drafter_names, lookup, option_fields,
                            option_owners)
 from core.engine.decoder import DecodeSettings
+from core.runtime.quantized import PRECISIONS  # noqa: F401  (the target_precision values, for the page)
 from core.common.errors import UserError
 from core.common.limits import (MAX_BLOCK_SIZE, MAX_MODEL_REF, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, MAX_SEED, MAX_TEMPERATURE,
                          MAX_TREE_NODES, MIN_TEMPERATURE)

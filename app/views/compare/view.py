@@ -16,7 +16,8 @@ from core.studies.comparison import (MAX_REPEATS, NOISY_SPREAD, Comparison, Prog
                                      estimate_left, run_comparison)
 
 from ... import memory
-from ...controls import COMPARE_CHOICES, COMPARE_DEFAULT, CompareControls, ModelPolicy, compare_requests, number
+from ...controls import (COMPARE_CHOICES, COMPARE_DEFAULT, PRECISIONS, CompareControls, ModelPolicy, compare_requests,
+                         number)
 from ...figures import empty
 from ...figures.timeline import Lane, timeline_figure
 from ...guard import guarded
@@ -117,14 +118,16 @@ def duration(seconds: float, lang: str) -> str:
 def known_forward_s(session: Session, request: DecodeRequest) -> float | None:
     """One one-token forward of ``request``'s target on this machine, if this session measured it
     (a Compare on the same target, or the verify-cost curve a Step-by-step run on it reads)."""
-    same = (request.preset, request.target)
+    def target(r: DecodeRequest) -> tuple:
+        return r.preset, r.target, r.target_precision
+
     previous = session.of(CompareState).comparison
     if previous is not None and previous.setups and previous.baseline.results:
-        if (previous.baseline.request.preset, previous.baseline.request.target) == same:
+        if target(previous.baseline.request) == target(request):
             return previous.forward_s
     run = session.of(StepperState).run  # Step by step's run on the same target read its curve
-    if run is not None and (run.request.preset, run.request.target) == same:
-        curve = session.shared.curve_for(run.target.path) or run.curve()
+    if run is not None and target(run.request) == target(request):
+        curve = session.shared.curve_for(run.target.path, run.target.precision) or run.curve()
         return curve.forward_s if curve is not None else None
     return None
 
@@ -173,11 +176,14 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, poli
         max_new = labels.make(gr.Number, DEFAULT_MAX_NEW, label="ctl.max_new_tokens", elem_id="cmp-max-new")
         repeats = labels.make(gr.Number, DEFAULT_REPEATS, label="ctl.repeats", info="ctl.repeats_info", precision=0,
                               elem_id="cmp-repeats")
+    target_precision = labels.make(gr.Radio, list(PRECISIONS), value=PRECISIONS[0], label="ctl.precision",
+                                   info="ctl.precision_info", elem_id="cmp-precision")
     mode.change(lambda value: MODES.get(value, MODES[DEFAULT_MODE]), mode, [max_new, repeats],
                 api_visibility="private")  # a mode fills in the two fields; either can still be changed by hand
     own_target, own_draft = own_model_fields(labels, "cmp", policy)
     return CompareControls(prompt=prompt, preset=preset, drafters=drafters, shapes=shapes, temperature=temperature,
-                           seed=seed, max_new_tokens=max_new, target=own_target, draft=own_draft, repeats=repeats)
+                           seed=seed, max_new_tokens=max_new, target=own_target, draft=own_draft, repeats=repeats,
+                           target_precision=target_precision)
 
 
 def build(page: Page) -> CompareView:
@@ -260,7 +266,8 @@ def compare(view: CompareView, session: Session, requests: list[DecodeRequest], 
         yield {view.status: t("cmp.stopped", lang, after=comparison.stopped.kv["blocks_in_use_after"]),
                **view.render(session, lang)}
         return
-    shared.cost_curve, shared.cost_target = comparison.curve, comparison.baseline.results[0].target
+    shared.set_curve(comparison.baseline.results[0].target, comparison.baseline.request.target_precision,
+                     comparison.curve)
     shared.cost_points()  # Step-by-step runs made before any Compare get their c and v now
     shared.points += comparison_points(comparison)
     done = t("cmp.done", lang, n=len(comparison.setups), repeats=repeats)

@@ -9,7 +9,7 @@ import gradio as gr
 from core import UserError
 from core.models.loading import resolve_preset
 
-from ...controls import DRAFTER_NAMES, ModelPolicy, StepControls, run_request, takes_option
+from ...controls import DRAFTER_NAMES, PRECISIONS, ModelPolicy, StepControls, run_request, takes_option
 from ...guard import guarded
 from ...i18n import t
 from ...labels import Labels
@@ -44,7 +44,7 @@ class StepperView(View):
         if run is None:
             return {**self.panels.blank(lang), self.status: "", self.summary: "",
                     self.download: gr.update(value=None, interactive=False)}
-        curve = session.shared.curve_for(run.target.path) or run.curve()
+        curve = session.shared.curve_for(run.target.path, run.target.precision) or run.curve()
         out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=mine.expand_tree)
         out[self.status] = self._status_line(run, mine.playing, lang)
         out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
@@ -95,6 +95,8 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
         k = labels.make(gr.Number, 4, label="ctl.k", elem_id="step-k")
         width = labels.make(gr.Number, 1, label="ctl.width", elem_id="step-width")
     auto = labels.make(gr.Checkbox, value=False, label="ctl.auto", info="ctl.auto_info", elem_id="step-auto")
+    target_precision = labels.make(gr.Radio, list(PRECISIONS), value=PRECISIONS[0], label="ctl.precision",
+                                   info="ctl.precision_info", elem_id="step-precision")
     with gr.Row(visible=takes_option(default_drafter, "eagle_nodes")) as eagle_row:
         eagle_nodes = labels.make(gr.Number, 16, label="ctl.eagle_n", info="ctl.eagle_n_info", precision=0,
                                   elem_id="step-eagle-n")
@@ -107,7 +109,7 @@ def build_controls(labels: Labels, presets: list[str], default_preset: str, defa
     download = labels.make(gr.DownloadButton, label="btn.download", interactive=False, elem_id="step-download")
     settings = StepControls(prompt=prompt, preset=preset, drafter=drafter, k=k, width=width, temperature=temperature,
                             seed=seed, max_new_tokens=max_new, eagle_nodes=eagle_nodes, target=own_target,
-                            draft=own_draft, auto=auto)
+                            draft=own_draft, auto=auto, target_precision=target_precision)
     return StepperControls(settings, drafter, eagle_row, buttons, download)
 
 
@@ -166,8 +168,9 @@ class StepperHandlers:
         if record is not None and run.done:
             mine.playing = False
             out[self.view.download] = gr.update(value=shared.traces.save(run), interactive=True)
-            shared.add_run(run.request.label(), run.result.steps, run.request.shape.depth, run.result.target,
-                           shared.curve_for(run.result.target) or run.curve())
+            target = (run.result.target, run.target.precision)
+            shared.add_run(run.request.label(), run.result.steps, run.request.shape.depth, target,
+                           shared.curve_for(*target) or run.curve())
         return out
 
     def start(self, session: Session, lang_value: str, values: tuple):

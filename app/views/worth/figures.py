@@ -10,7 +10,7 @@ from core.cost.theory import tokens_per_verify, wallclock_speedup
 
 from ...figures.style import finish
 from ...i18n import t
-from ...palette import COLORS
+from ...palette import COLORS, OTHER_DRAFTER
 from ...shared import MeasuredPoint
 
 ALPHAS = [i / 100 for i in range(0, 100)] + [0.995]
@@ -18,8 +18,11 @@ REFERENCE_KS = (1, 2, 4, 8)
 
 
 def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], lang: str,
-                 curve: CostCurve | None = None) -> go.Figure:
-    """Tokens per verify and speedup against alpha at (k, c, v(k+1) of ``curve``), and v(n) itself."""
+                 curves: dict[str, CostCurve] | None = None, chosen: str = "float32") -> go.Figure:
+    """Tokens per verify and speedup against alpha at (k, c, v(k+1) of the ``chosen`` precision's curve),
+    and v(n) itself: every precision's measured curve, the chosen one bold."""
+    curves = curves or {}
+    curve = curves.get(chosen)
     v = curve.v(k + 1) if curve is not None else 1.0
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=(
         t("worth.plot_tokens", lang), t("worth.plot_speedup", lang, k=k, c=c, v=v), t("worth.plot_cost", lang)))
@@ -40,7 +43,7 @@ def worth_figure(alpha: float, k: int, c: float, points: list[MeasuredPoint], la
         fig.add_trace(go.Scatter(x=[alpha], y=[y], mode="markers", showlegend=False, hoverinfo="x+y",
                                  marker={"color": color, "size": 13, "line": {"color": "white", "width": 2}}), 1, col)
     _add_points(fig, points, lang)
-    _add_cost(fig, curve, points, lang)
+    _add_cost(fig, curves, chosen, points, lang)
     fig.update_xaxes(title=t("worth.alpha", lang), range=[0, 1], row=1, col=1)
     fig.update_xaxes(title=t("worth.alpha", lang), range=[0, 1], row=1, col=2)
     fig.update_xaxes(title=t("axis.query_tokens", lang), rangemode="tozero", row=1, col=3)
@@ -79,11 +82,17 @@ def _add_points(fig: go.Figure, points: list[MeasuredPoint], lang: str) -> None:
             hoverinfo="text", marker={"color": "#111111", "size": 10, "symbol": "diamond"}), 1, 2)
 
 
-def _add_cost(fig: go.Figure, curve: CostCurve | None, points: list[MeasuredPoint], lang: str) -> None:
-    """v(n): the machine's measured curve as a line, each run's own verifies as points."""
-    if curve is not None:
-        fig.add_trace(go.Scatter(x=curve.tokens, y=curve.ratio, mode="lines+markers", name=t("worth.curve", lang),
-                                 line={"color": COLORS["target"], "width": 3}, marker={"size": 6}), 1, 3)
+def _add_cost(fig: go.Figure, curves: dict[str, CostCurve], chosen: str, points: list[MeasuredPoint],
+              lang: str) -> None:
+    """v(n): the machine's measured curves as lines (one per target precision, the chosen one bold),
+    each run's own verifies as points."""
+    for precision, curve in curves.items():
+        mine = precision == chosen
+        fig.add_trace(go.Scatter(
+            x=curve.tokens, y=curve.ratio, mode="lines+markers",
+            name=t("worth.curve", lang) + (f" · {precision}" if len(curves) > 1 else ""),
+            line={"color": COLORS["target"] if mine else OTHER_DRAFTER, "width": 3 if mine else 2,
+                  "dash": "solid" if mine else "dash"}, marker={"size": 6 if mine else 4}), 1, 3)
     fig.add_hline(y=1.0, line={"color": "#999999", "dash": "dot"}, row=1, col=3)
     own = [(p.label, n, v) for p in points if not p.disturbed for n, v in p.v_by_nodes.items()]
     if own:
@@ -91,7 +100,7 @@ def _add_cost(fig: go.Figure, curve: CostCurve | None, points: list[MeasuredPoin
             x=[n for _, n, _ in own], y=[v for _, _, v in own], mode="markers", name=t("worth.runs_v", lang),
             hovertext=[t("worth.run_v", lang, label=label, n=n, v=v) for label, n, v in own], hoverinfo="text",
             marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)
-    top = max([*(curve.ratio if curve is not None else []), *(v for *_, v in own), 2.0]) * 1.15
+    top = max([*(r for curve in curves.values() for r in curve.ratio), *(v for *_, v in own), 2.0]) * 1.15
     fig.update_yaxes(range=[0, top], row=1, col=3)  # a disturbed run never sets the scale
     flagged = [(p.label, n, v) for p in points if p.disturbed for n, v in p.v_by_nodes.items()]
     if flagged:  # drawn at most at the top edge, an open marker, its real value on hover

@@ -14,7 +14,7 @@ import pandas as pd
 from core.cost.curve import CostCurve
 from core.cost.theory import tokens_per_verify, wallclock_speedup
 
-from ...controls import number
+from ...controls import PRECISIONS, number, precision
 from ...guard import guarded
 from ...i18n import t
 from ...session import Session, ensure
@@ -85,10 +85,10 @@ def missing_cost(points: list[MeasuredPoint], lang: str) -> str:
     return t("worth.no_cost", lang, labels=", ".join(labels)) if labels else ""
 
 
-def sliders(lang: str, alpha, k, c) -> tuple[float, int, float]:
-    """The three slider values, checked (a value from the API may be anything)."""
+def sliders(lang: str, alpha, k, c, target_precision=None) -> tuple[float, int, float, str]:
+    """The three slider values and the precision, checked (a value from the API may be anything)."""
     return (number(alpha, "worth.alpha", lang, 0, 0.999), number(k, "worth.k", lang, 1, 16, integer=True),
-            number(c, "worth.c", lang, 0, 10))
+            number(c, "worth.c", lang, 0, 10), precision(target_precision, lang))
 
 
 @dataclass
@@ -110,22 +110,39 @@ class WorthView(View):
     def render(self, session: Session, lang: str) -> dict:
         """The model at the sliders' values (kept in the view's state) beside the session's measured runs."""
         mine, shared = session.of(WorthState), session.shared
-        curve, points = shared.cost_curve, shared.points
+        curves, points = shared.curves, shared.points
+        curve = curves.get(mine.precision)
         text = readout(mine.alpha, mine.k, mine.c, lang, curve, points[-1] if points else None)
-        missing = missing_cost(list(points), lang)
-        return {self.readout: text + ("<br>" + missing if missing else ""),
-                self.plot: worth_figure(mine.alpha, mine.k, mine.c, points, lang, curve),
+        notes = [missing_cost(list(points), lang), precision_note(curves, mine.precision, lang)]
+        return {self.readout: "<br>".join([text, *filter(None, notes)]),
+                self.plot: worth_figure(mine.alpha, mine.k, mine.c, points, lang, curves, mine.precision),
                 self.table: points_table(points, lang),
                 self.scaling: scaling_figure(scaling_result(), lang)}
 
     def relabel(self, session: Session, lang: str, *values) -> dict:
         return self.move(session, lang, *sliders(lang, *values))
 
-    def move(self, session: Session, lang: str, alpha: float, k: int, c: float) -> dict:
-        """Set the sliders' values (checked) in the view's state, and draw them."""
+    def move(self, session: Session, lang: str, alpha: float, k: int, c: float, target_precision: str | None = None
+             ) -> dict:
+        """Set the sliders' values and the precision (checked) in the view's state, and draw them."""
         mine = session.of(WorthState)
         mine.alpha, mine.k, mine.c = alpha, k, c
+        mine.precision = target_precision or mine.precision
         return self.render(session, lang)
+
+
+def precision_note(curves: dict[str, CostCurve], chosen: str, lang: str) -> str:
+    """What the precision control needs: a Compare at the chosen precision, or at the other one to draw
+    both curves; the two one-token forwards side by side once both are measured."""
+    if curves and chosen not in curves:
+        return t("worth.precision_missing", lang, precision=chosen)
+    if len(curves) == 1:
+        other = next(p for p in PRECISIONS if p not in curves)
+        return t("worth.precision_other", lang, precision=other)
+    if len(curves) > 1:
+        return t("worth.precision_both", lang, forwards=", ".join(
+            f"{p} {c.forward_s * 1000:.1f} ms" for p, c in curves.items()))
+    return ""
 
 
 @lru_cache(maxsize=1)
@@ -142,6 +159,8 @@ def build(page: Page) -> WorthView:
         alpha = labels.make(gr.Slider, 0, 0.99, value=0.6, step=0.01, elem_id="worth-alpha", label="worth.alpha")
         k = labels.make(gr.Slider, 1, 16, value=4, step=1, elem_id="worth-k", label="worth.k")
         c = labels.make(gr.Slider, 0, 1, value=0.05, step=0.01, elem_id="worth-c", label="worth.c", info="worth.c_info")
+        target_precision = labels.make(gr.Radio, list(PRECISIONS), value=PRECISIONS[0], elem_id="worth-precision",
+                                       label="ctl.precision", info="worth.precision_info")
     status = gr.Markdown(elem_id="worth-status", elem_classes=["sdl-status"])
     text = gr.Markdown(readout(0.6, 4, 0.05, labels.lang), elem_id="worth-readout")
     plot = labels.make(gr.Plot, elem_id="worth-plot", label="panel.worth")
@@ -150,19 +169,20 @@ def build(page: Page) -> WorthView:
                         label="panel.worth_points")
     scaling = labels.make(gr.Plot, scaling_figure(scaling_result(), labels.lang), elem_id="worth-scaling",
                           label="panel.scaling")
-    view = WorthView([alpha, k, c], text, plot, table, scaling)
+    view = WorthView([alpha, k, c, target_precision], text, plot, table, scaling)
     wire(view, use_last, status, page)
     return view
 
 
 def wire(view: WorthView, use_last: gr.Button, status: gr.Markdown, page: Page) -> None:
     state, lang = page.state, page.lang
-    alpha, k, c = view.sliders
+    alpha, k, c, target_precision = view.sliders
 
     @guarded(status)
-    def on_change(lang_value, session, alpha_value, k_value, c_value):
+    def on_change(lang_value, session, alpha_value, k_value, c_value, precision_value=None):
         session = ensure(session)
-        return {state: session, status: "", **view.relabel(session, lang_value, alpha_value, k_value, c_value)}
+        return {state: session, status: "",
+                **view.relabel(session, lang_value, alpha_value, k_value, c_value, precision_value)}
 
     @guarded(status)
     def on_use_last(lang_value, session):
@@ -175,6 +195,7 @@ def wire(view: WorthView, use_last: gr.Button, status: gr.Markdown, page: Page) 
         return {state: session, status: "", alpha: a, k: p.k, c: cc, **view.move(session, lang_value, a, p.k, cc)}
 
     outputs = [state, status, alpha, k, c, *view.outputs]
-    gr.on([alpha.release, k.release, c.release, page.tab.select], on_change, [lang, state, alpha, k, c], outputs,
+    gr.on([alpha.release, k.release, c.release, target_precision.change, page.tab.select], on_change,
+          [lang, state, alpha, k, c, target_precision], outputs,
           api_name="worth_it", preprocess=False)  # on_change checks every value: a bad one is a message
     use_last.click(on_use_last, [lang, state], outputs, api_name="worth_use_last")
