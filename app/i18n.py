@@ -743,8 +743,9 @@ TEXT: dict[str, tuple[str, str]] = {
                             "there)"),
     "batch.verdict_pays": ("**{drafter}**：在测到的每个批大小上都比基线快",
                            "**{drafter}**: faster than the baseline at every batch size measured"),
-    "batch.source": ("预设 {preset} · {device} · 每个请求 {tokens} 个新 token · {threads} 个线程",
-                     "preset {preset} · {device} · {tokens} new tokens per request · {threads} thread(s)"),
+    "batch.source": ("预设 {preset}（{precision} 目标）· {device} · 每个请求 {tokens} 个新 token · {threads} 个线程",
+                     "preset {preset} ({precision} target) · {device} · {tokens} new tokens per request · "
+                     "{threads} thread(s)"),
     "batch.progress": ("扫描中：批大小 {batch}（{done}/{total}）…", "Sweeping: batch {batch} ({done}/{total})…"),
     "batch.done": ("完成：{n} 个批大小。", "Done: {n} batch sizes."),
     # ---- in a serving engine -------------------------------------------------------------------

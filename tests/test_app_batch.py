@@ -37,6 +37,16 @@ def test_the_live_sweep_grows_batch_by_batch(sweep):
     assert set(result["batch_crossover"]) == {"ngram"}
 
 
+def test_the_live_sweep_runs_on_the_int8_target_when_asked():
+    """The batched engine on the int8 target: identical to its own none at each batch size, and labelled."""
+    from app.views.batch_sizes.view import verdict_markdown
+
+    *_, (_, result) = live_sweep("tiny", ["draft"], (2,), 6, target_precision="int8")
+    assert result["target_precisions"] == ["int8"]
+    assert all(r["identical_to_baseline"] for r in result["batch_sweep"])
+    assert "(int8 target)" in verdict_markdown(result, "en")
+
+
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_figure_draws_throughput_and_latency_and_marks_the_crossover(sweep, lang):
     result = dict(sweep[-1][1], batch_crossover={"ngram": 2})

@@ -22,14 +22,16 @@ SWEEP_DRAFTERS = (*COMPARE_CHOICES, *SWEEP_AUTO)  # auto: the goodput controller
 MAX_LIVE_NEW_TOKENS = 64
 
 
-def live_sweep(preset: str, drafters: list[str], sizes: tuple[int, ...], max_new_tokens: int):
+def live_sweep(preset: str, drafters: list[str], sizes: tuple[int, ...], max_new_tokens: int,
+               target_precision: str = "float32"):
     """Measure batch by batch (one run each, after a warm-up); yields (batch, the result so far)."""
     prompts = load_prompts()
     chosen = (BASELINE, *drafters)
-    decoder_args = dict(preset=preset, k=4, max_new_tokens=max_new_tokens)
-    target = load_model(resolve_preset(preset).target)
+    decoder_args = dict(preset=preset, k=4, max_new_tokens=max_new_tokens, target_precision=target_precision)
+    target = load_model(resolve_preset(preset).target, precision=target_precision)
     context = latency_context(target, prompts)
     result = {"preset": preset, "device": str(target.device), "max_new_tokens": max_new_tokens,
+              "target_precisions": [target_precision],
               "torch_threads": torch.get_num_threads(), "batch_sweep": [], "forward_latency": []}
     for i, b in enumerate(sizes):
         result["batch_sweep"] += measure_throughput((b,), chosen, prompts, decoder_args, 1, _quiet, warmup=i == 0)

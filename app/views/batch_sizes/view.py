@@ -11,7 +11,7 @@ from core import UserError
 from core.models.loading import pick_device
 from core.studies.batch_size import VLLM, baseline_of, parse_batch_sizes, read_sweep_result
 
-from ...controls import SWEEP_DEFAULT, number
+from ...controls import PRECISIONS, SWEEP_DEFAULT, number, precision
 from ...guard import guarded
 from ...i18n import t
 from ...session import Session, ensure
@@ -30,7 +30,8 @@ def verdict_markdown(result: dict | None, lang: str) -> str:
     speed = {(r["batch"], r["drafter"]): r["tokens_per_s"] for r in rows}
     device = result.get("hardware") or result.get("device", "–")
     lines = [t("batch.source", lang, preset=result.get("preset", "–"), device=device,
-               tokens=result.get("max_new_tokens", "–"), threads=result.get("torch_threads", "–"))]
+               tokens=result.get("max_new_tokens", "–"), threads=result.get("torch_threads", "–"),
+               precision=(result.get("target_precisions") or ["float32"])[0])]
     for name, batch in result["batch_crossover"].items():
         label = t("batch.peer_series", lang, method=name.removeprefix(VLLM)) if name.startswith(VLLM) else name
         if batch is None:
@@ -67,6 +68,7 @@ class BatchControls:
     drafters: gr.CheckboxGroup
     sizes: gr.Textbox
     max_new: gr.Slider
+    precision: gr.Radio
     run: gr.Button
 
 
@@ -83,8 +85,10 @@ def build_controls(page: Page) -> BatchControls:
         sizes = labels.make(gr.Textbox, "1,2,4", elem_id="batch-sizes", scale=1, label="batch.sizes")
         max_new = labels.make(gr.Slider, 4, MAX_LIVE_NEW_TOKENS, value=16, step=1, elem_id="batch-max-new", scale=1,
                               label="batch.max_new")
+        precision_radio = labels.make(gr.Radio, list(PRECISIONS), value=PRECISIONS[0], elem_id="batch-precision",
+                                      scale=1, label="ctl.precision", info="ctl.precision_info")
         run = labels.make(gr.Button, variant="primary", elem_id="batch-run", scale=1, text="btn.batch_run")
-    return BatchControls(upload, example, preset, drafters, sizes, max_new, run)
+    return BatchControls(upload, example, preset, drafters, sizes, max_new, precision_radio, run)
 
 
 def build(page: Page) -> BatchView:
@@ -105,7 +109,7 @@ def wire(view: BatchView, ctl: BatchControls, status: gr.Markdown, page: Page) -
     ctl.upload.upload(h["upload"], [lang, state, ctl.upload], outputs, api_name="batch_upload")
     ctl.upload.clear(h["upload"], [lang, state, ctl.upload], outputs, api_visibility="private")
     ctl.example.click(h["example"], [lang, state, ctl.preset], outputs, api_name="batch_example")
-    ctl.run.click(h["run"], [lang, state, ctl.preset, ctl.drafters, ctl.sizes, ctl.max_new], outputs,
+    ctl.run.click(h["run"], [lang, state, ctl.preset, ctl.drafters, ctl.sizes, ctl.max_new, ctl.precision], outputs,
                   api_name="batch_sweep", concurrency_id="decode", concurrency_limit=page.gate.handlers,
                   preprocess=False)
 
@@ -127,7 +131,7 @@ def handlers(view: BatchView, status: gr.Markdown, page: Page) -> dict:
         path = EXAMPLE_RESULTS.get(preset_value, EXAMPLE_RESULTS["tiny"])
         return show(ensure(session), read_sweep_result(path), lang_value)
 
-    def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value):
+    def on_run(lang_value, session, preset_value, drafter_values, sizes_value, max_new_value, precision_value=None):
         session = ensure(session)
         if not isinstance(preset_value, str) or preset_value not in presets:
             raise UserError(t("err.choice", lang_value, name=t("ctl.preset", lang_value), value=preset_value,
@@ -137,10 +141,11 @@ def handlers(view: BatchView, status: gr.Markdown, page: Page) -> dict:
             raise UserError(t("err.no_drafters", lang_value))
         batch_sizes = parse_batch_sizes(str(sizes_value), pick_device(None))
         new_tokens = number(max_new_value, "batch.max_new", lang_value, 4, MAX_LIVE_NEW_TOKENS, integer=True)
+        target_precision = precision(precision_value, lang_value)
         with gate.slot(session, lang_value, long=True):
             yield {state: session, status: t("batch.progress", lang_value, batch=batch_sizes[0], done=0,
                                              total=len(batch_sizes))}
-            for done, (b, result) in enumerate(live_sweep(preset_value, chosen, batch_sizes, new_tokens), start=1):
+            for done, (b, result) in enumerate(live_sweep(preset_value, chosen, batch_sizes, new_tokens, target_precision), start=1):
                 message = (t("batch.done", lang_value, n=done) if done == len(batch_sizes) else
                            t("batch.progress", lang_value, batch=batch_sizes[done], done=done,
                              total=len(batch_sizes)))
