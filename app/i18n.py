@@ -526,6 +526,32 @@ TEXT: dict[str, tuple[str, str]] = {
         "corrected. Every number here comes from the engine's records.",
     ),
     "class.part3": ("### 第 3 部分 · 讲解", "### Part 3 · Explanations"),
+    "class.quant": ("### 量化与推测：目标越便宜，每个草稿 token 越不值钱\n"
+                    "CPU 用户常把目标模型量化（这里：主体权重 int8，每行激活各自量化）。一次前向读的字节少了，"
+                    "单 token 前向变快；可一次验证多几个 token 的额外开销没少多少，相对就更贵了。"
+                    "下图是本项目在一台 CPU 上的实测（同一次运行，空闲核心）。",
+                    "### Quantization against speculation: the cheaper the target, the less each drafted token "
+                    "is worth\nCPU users often run a quantized target (here: the body's weights in int8, each row's "
+                    "activations quantized on their own). A forward reads fewer bytes, so a one-token forward gets "
+                    "faster; but what a few extra verified tokens add shrinks much less, so relative to the forward "
+                    "they cost more. Below: the project's own measurement on one CPU (one run, idle cores)."),
+    "quant.plot_cost": ("验证成本 v(n)：两种精度", "Verify cost v(n), both precisions"),
+    "quant.plot_speed": ("每秒 token 数", "Tokens per second"),
+    "quant.axis_speed": ("token/秒", "tokens/s"),
+    "quant.none": ("还没有随项目发布的 float32/int8 测量结果。", "No shipped float32/int8 measurement yet."),
+    "quant.caption": ("在 {hardware} 上：int8 目标的单 token 前向 {q_ms:.1f} ms，float32 {f_ms:.1f} ms；"
+                      "验证 5 个 token 分别是单 token 的 {q_v:.2f} 倍和 {f_v:.2f} 倍。所以同样的草稿，在 int8 上省下的"
+                      "相对更少：最好的推测在 float32 上比它自己的普通解码快 {f_gain:.2f}×（{f_name}），在 int8 上快 "
+                      "{q_gain:.2f}×（{q_name}）。不过两者叠加仍然最快：int8 普通解码本身是 float32 的 {plain:.2f}×，"
+                      "int8 上的 {q_name} 达到 {top:.1f} token/秒。",
+                      "On {hardware}: the int8 target's one-token forward takes {q_ms:.1f} ms, float32's {f_ms:.1f} "
+                      "ms; verifying 5 tokens costs {q_v:.2f}× and {f_v:.2f}× a one-token forward. So the same "
+                      "drafts save relatively less on int8: the best speculation is {f_gain:.2f}× its own plain "
+                      "decoding on float32 ({f_name}), {q_gain:.2f}× on int8 ({q_name}). Yet the two add up: int8's "
+                      "plain decoding alone is {plain:.2f}× float32's, and {q_name} on int8 reaches {top:.1f} "
+                      "tokens/s."),
+    "quant.peer": ("同一次运行里，llama.cpp（Q4_K_M，同一个 GGUF）最快 {peer:.1f} token/秒。",
+                   "In the same run, llama.cpp (Q4_K_M, the same GGUF) reached {peer:.1f} tokens/s at best."),
     "class.ledger": ("到目前为止：**{tokens}** 个新 token 用了 **{forwards}** 次目标前向；目标模型单独生成要 "
                      "{tokens} 次，省下 **{saved}** 次。",
                      "So far: **{tokens}** new tokens took **{forwards}** target forwards; the target alone would "

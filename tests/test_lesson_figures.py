@@ -254,3 +254,32 @@ def test_crossover_labels_open_into_the_plot():
     labels = {t.text[-1]: t.textposition for t in sweep_figure(sweep).data
               if t.mode == "lines+text" and "stops paying" in t.text[-1]}
     assert labels == {"ngram stops paying here": "middle right", "draft stops paying here": "middle left"}
+
+
+def _quant_result(llamacpp: bool) -> dict:
+    rows = [{"model": model, "lm_head": True, "n": n, "ms": ms * v, "verify_ratio": v}
+            for model, ms, vs in (("target", 40.0, (1.0, 1.05, 1.1)), ("target int8", 25.0, (1.0, 1.3, 1.5)))
+            for n, v in zip((1, 3, 5), vs)]
+    speed = {"none": 25.0, "eagle3:auto": 50.0, "hybrid:auto": 60.0, "none:target_precision=int8": 40.0,
+             "eagle3:auto:target_precision=int8": 70.0, "hybrid:auto:target_precision=int8": 65.0}
+    result = {"hardware": "some CPU", "verify_ratio": {"rows": rows},
+              "drafters": {k: {"tokens_per_s": v} for k, v in speed.items()}}
+    if llamacpp:
+        result["llamacpp"] = {"llamacpp:none": {"tokens_per_s": 45.0}, "llamacpp:lookup": {"tokens_per_s": 30.0}}
+    return result
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_quantization_scene_reads_its_numbers_from_the_result(lang):
+    from app.views.classroom.quantization import quant_caption, quant_figure
+
+    caption = quant_caption(_quant_result(True), lang)
+    for number in ("25.0", "40.0", "1.50", "1.10", "2.40", "1.75", "1.60", "70.0", "45.0", "hybrid:auto", "eagle3:auto"):
+        assert number in caption, number
+    fig = quant_figure(_quant_result(False), lang)
+    assert [trace.name for trace in fig.data[:2]] == ["float32 (40.0 ms @ n=1)", "int8 (25.0 ms @ n=1)"]
+    assert list(fig.data[3].y) == [40.0, 70.0, 65.0]
+    assert "llama" not in quant_caption(_quant_result(False), lang)
+    from app.i18n import t
+
+    assert quant_caption(None, lang) == t("quant.none", lang)

@@ -21,6 +21,7 @@ from ..panels import StepPanels, step_panels
 from . import prediction_view
 from .content import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
 from .prediction import Predict
+from .quantization import quant_caption, quant_figure, quant_result
 from .state import ClassroomState
 
 LIVE_K = 4  # the article's draft guesses four tokens (a chain of 4; hybrid merges two such chains into a tree)
@@ -36,11 +37,12 @@ class ClassroomView(View):
     ledger: gr.Markdown
     lesson: gr.Markdown
     predict: prediction_view.PredictView | None = None
+    quant: tuple[gr.Plot, gr.Markdown] | None = None  # the quantization scene: its figure and caption
 
     @property
     def outputs(self) -> list:
         return [self.frame_label, self.caption, self.figure, self.ledger, self.lesson, *self.panels.outputs,
-                *(self.predict.outputs if self.predict else [])]
+                *(self.predict.outputs if self.predict else []), *(self.quant or ())]
 
     def render_frame(self, session: Session, lang: str) -> dict:
         frame = session.of(ClassroomState).frame
@@ -56,8 +58,12 @@ class ClassroomView(View):
         return out
 
     def render(self, session: Session, lang: str) -> dict:
+        scene = {}
+        if self.quant:
+            plot, caption = self.quant
+            scene = {plot: quant_figure(quant_result(), lang), caption: quant_caption(quant_result(), lang)}
         return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang),
-                **(self.predict.render(session, lang) if self.predict else {})}
+                **(self.predict.render(session, lang) if self.predict else {}), **scene}
 
 
 @dataclass
@@ -107,9 +113,12 @@ def build(page: Page) -> ClassroomView:
         return live_request(lang_value, presets, *values)
 
     predict = prediction_view.build(page, [prompt, preset, drafter], request_of, EXAMPLE_RESULTS.get(default_preset))
+    labels.make(gr.Markdown, text="class.quant", elem_id="lesson-quant")
+    quant = (gr.Plot(quant_figure(quant_result(), labels.lang), show_label=False, elem_id="lesson-quant-plot"),
+             gr.Markdown(quant_caption(quant_result(), labels.lang), elem_id="lesson-quant-caption"))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
-    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict)
+    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict, quant)
     for event in (drafter.change, page.lang.change):  # the shape line follows the drafter and the language
         event(shape_line, [page.lang, drafter], shape, api_visibility="private", queue=False)
     wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, [prompt, preset, drafter],
