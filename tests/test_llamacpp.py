@@ -14,10 +14,13 @@ import pytest
 from fake_llamacpp import RUNNER, fake_venv, started
 from fake_vllm import LAB_PYTHON, gone
 
+import core.llamacpp.peer
 from core.cli import main
 from core.common.errors import UserError
 from core.llamacpp import env
 from core.llamacpp.client import LlamaCppError, LlamaCppRunner
+from core.llamacpp.peer import LlamaCppPeer
+from core.studies.bench import BenchConfig, markdown_table, run_bench
 
 OFFLINE_PIP = [sys.executable, "-c", "import sys; sys.exit('pip: no network')"]
 WHEEL = f"llama_cpp_python-{env.VERSION}-py3-none-linux_x86_64.whl"
@@ -186,6 +189,62 @@ def test_a_runner_killed_between_requests_is_an_error_with_its_signal(tmp_path, 
         runner.process.wait()
         with pytest.raises(LlamaCppError, match=r"^the llama.cpp runner exited with status -9 \(SIGKILL\)"):
             runner.generate([2, 5], 8)
+
+
+class Target:
+    """What the peer reads of the lab's target: its end tokens."""
+    eos_ids = frozenset({1, 106})
+
+
+def test_a_peer_whose_second_load_fails_closes_the_first(tmp_path, monkeypatch):
+    """``none`` loads, ``lookup`` is refused by the fake runner: the error leaves ``start`` with no runner
+    left, neither the refused one nor the one already loaded."""
+    venv = fake_venv(tmp_path / "venv", RUNNER, monkeypatch)
+    monkeypatch.setattr(core.llamacpp.peer, "load_model", lambda *args, **kw: Target())
+    monkeypatch.setattr(core.llamacpp.peer.gemma, "kept_gguf", lambda log=None: tmp_path / "model.gguf")
+    with reaped_at_the_end(venv):
+        with pytest.raises(LlamaCppError, match="cannot load lookup"):
+            LlamaCppPeer("gemma-270m", k=4, threads=1, max_new_tokens=8, log=lambda line: None).start()
+        assert len(started(venv)) == 2 and all(gone(pid) for pid in started(venv))
+
+
+# ---- the bench --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("flags, refusal", [
+    (["--preset", "gemma-270m", "--temperature", "0.7"], "greedy"),
+    (["--preset", "tiny"], "use --preset gemma-270m"),
+    (["--preset", "gemma-270m", "--target", "assets/tiny/target"], "leave out --target"),
+])
+def test_bench_refuses_llamacpp_where_it_cannot_compare(tmp_path, monkeypatch, capsys, flags, refusal):
+    venv = fake_venv(tmp_path / "venv", RUNNER, monkeypatch)
+    assert main(["bench", "--compare-llamacpp", "--drafters", "none", "--repeats", "1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and refusal in err and len(err.splitlines()) == 1
+    assert started(venv) == []  # refused before llama.cpp was started
+
+
+def test_bench_without_the_venv_names_the_setup_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(env.VENV_VARIABLE, str(tmp_path / "absent"))
+    assert main(["bench", "--compare-llamacpp", "--preset", "gemma-270m", "--drafters", "none"]) == 2
+    assert "python -m core llamacpp setup" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--preset gemma-270m"):
+        run_bench(BenchConfig(drafters=("none",), compare_llamacpp=True), log=lambda _: None)
+
+
+def test_the_table_shows_llamacpp_against_the_labs_none_and_how_often_its_text_is_the_labs():
+    row = {"tokens_per_s": 30.0, "speedup": 1.5, "min_speedup": 1.1, "speedup_by_language": {"en": 1.5},
+           "tau": None, "acceptance_rate": None, "per_position_acceptance": None, "identical_to_baseline": False}
+    result = {"preset": "gemma-270m", "prompts": 32, "max_new_tokens": 64, "repeats": 1, "k": 4, "tree": None,
+              "torch_threads": 2, "drafters": {"none": {**row, "identical_to_baseline": True}}, "hf": {},
+              "llamacpp": {"none": {**row, "identical_prompts": 20},
+                           "lookup": {**row, "speedup": 0.8, "identical_prompts": 19, "identical_to_llamacpp_none": 32}},
+              "llamacpp_info": {"version": "0.3.36", "gguf": "gemma-3-270m-q4_k_m.gguf", "threads": 2,
+                                "timing": "warm", "lookup": {"num_pred_tokens": 4, "max_ngram_size": 2},
+                                "skipped": {"draft": "no GGUF draft"}}}
+    text = markdown_table(result)
+    assert "| llama.cpp none | 30.0 | 1.50× |" in text and "| llama.cpp lookup | 30.0 | 0.80× |" in text
+    assert "| llama.cpp draft | not run: no GGUF draft |" in text
+    assert "`none` on 20 of 32; `lookup` on 19 of 32; its `lookup` gives its `none`'s tokens on 32 of 32" in text
+    assert "speedups are over the lab's `none`" in text
 
 
 # ---- opt-in: the real GGUF in the real venv ---------------------------------------------------------
