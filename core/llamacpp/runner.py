@@ -53,7 +53,7 @@ class Runner:
         self.llm = llama_cpp.Llama(
             model_path=request["gguf"], n_ctx=request["n_ctx"], n_threads=request["n_threads"],
             n_threads_batch=request["n_threads"], n_gpu_layers=0, seed=0, verbose=False, draft_model=draft,
-            logits_all=draft is not None)  # a draft reads every position's logits (a scores row per context position)
+            logits_all=draft is not None)  # with a draft: a scores row per context position, not n_batch rows
         self.stop_ids = set(request.get("stop_ids", []))
         vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         eog = sorted(t for t in self.stop_ids if llama_cpp.llama_vocab_is_eog(vocab, t))
