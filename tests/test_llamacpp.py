@@ -235,15 +235,17 @@ def test_the_table_shows_llamacpp_against_the_labs_none_and_how_often_its_text_i
            "tau": None, "acceptance_rate": None, "per_position_acceptance": None, "identical_to_baseline": False}
     result = {"preset": "gemma-270m", "prompts": 32, "max_new_tokens": 64, "repeats": 1, "k": 4, "tree": None,
               "torch_threads": 2, "drafters": {"none": {**row, "identical_to_baseline": True}}, "hf": {},
-              "llamacpp": {"none": {**row, "identical_prompts": 20},
-                           "lookup": {**row, "speedup": 0.8, "identical_prompts": 19, "identical_to_llamacpp_none": 32}},
+              "llamacpp": {"llamacpp:none": {**row, "identical_prompts": 20},
+                           "llamacpp:lookup": {**row, "speedup": 0.8, "identical_prompts": 19,
+                                               "identical_to_llamacpp_none": 32}},
               "llamacpp_info": {"version": "0.3.36", "gguf": "gemma-3-270m-q4_k_m.gguf", "threads": 2,
                                 "timing": "warm", "lookup": {"num_pred_tokens": 4, "max_ngram_size": 2},
                                 "skipped": {"draft": "no GGUF draft"}}}
     text = markdown_table(result)
-    assert "| llama.cpp none | 30.0 | 1.50× |" in text and "| llama.cpp lookup | 30.0 | 0.80× |" in text
-    assert "| llama.cpp draft | not run: no GGUF draft |" in text
-    assert "`none` on 20 of 32; `lookup` on 19 of 32; its `lookup` gives its `none`'s tokens on 32 of 32" in text
+    assert "| llamacpp:none | 30.0 | 1.50× |" in text and "| llamacpp:lookup | 30.0 | 0.80× |" in text
+    assert "| llamacpp:draft | not run: no GGUF draft |" in text
+    assert ("`llamacpp:none` on 20 of 32; `llamacpp:lookup` on 19 of 32; `llamacpp:lookup` gives `llamacpp:none`'s "
+            "tokens on 32 of 32") in text
     assert "speedups are over the lab's `none`" in text
 
 

@@ -49,7 +49,8 @@ from core.llamacpp.peer import LlamaCppPeer, check_preset
 from core.vllm.peer import VllmPeer
 
 BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
-IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)
+IDENTICAL = {True: "✓", False: "✗", None: "sampled"}
+PLAIN_LLAMACPP = "llamacpp:none"  # llama.cpp's plain decoding, the reference of its own lookup  # the table's identical column (None: temperature > 0)
 
 
 @dataclass(frozen=True)
@@ -393,18 +394,17 @@ def _add_llamacpp(result: dict, timings: dict, prompts: list[str], peer: LlamaCp
     """llama.cpp's rows, timed against the lab's ``none`` (its speedup is the lab's one ``speedup``), how
     many prompts' greedy tokens equal the lab's ``none`` (every repeat), and its own lookup's against its
     plain decoding (llama.cpp's own losslessness)."""
-    names = [k.removeprefix("llamacpp:") for k in timings if k.startswith("llamacpp:")]
-    rows = summarize({"lab none": timings[BASELINE], **{n: timings[f"llamacpp:{n}"] for n in names}}, "lab none",
-                     prompts)
+    names = [k for k in timings if k.startswith("llamacpp:")]  # llamacpp:none, llamacpp:lookup
+    rows = summarize({"lab none": timings[BASELINE], **{n: timings[n] for n in names}}, "lab none", prompts)
     result["llamacpp"] = {n: rows[n] for n in names}
 
     def same(runs: list[list[Timing]], reference: list[list[Timing]]) -> int:
         return sum(all(t.tokens == ref[0].tokens for t in mine) for mine, ref in zip(runs, reference))
 
     for name, row in result["llamacpp"].items():
-        row["identical_prompts"] = same(timings[f"llamacpp:{name}"], timings[BASELINE])
-        if name != "none" and "none" in names:
-            row["identical_to_llamacpp_none"] = same(timings[f"llamacpp:{name}"], timings["llamacpp:none"])
+        row["identical_prompts"] = same(timings[name], timings[BASELINE])
+        if name != PLAIN_LLAMACPP and PLAIN_LLAMACPP in names:
+            row["identical_to_llamacpp_none"] = same(timings[name], timings[PLAIN_LLAMACPP])
     result["llamacpp_info"] = peer.info()
 
 
@@ -485,11 +485,11 @@ def markdown_table(result: dict) -> str:
     def fmt(x, pattern):
         return "–" if x is None else pattern.format(x)
 
-    groups = (("ours", result["drafters"]), ("transformers", result["hf"]), ("vLLM-CPU", result.get("vllm", {})),
-              ("llama.cpp", result.get("llamacpp", {})))
-    for group, rows in groups:
+    groups = (("", result["drafters"]), ("transformers ", result["hf"]), ("vLLM-CPU ", result.get("vllm", {})),
+              ("", result.get("llamacpp", {})))  # llama.cpp's rows are named llamacpp:METHOD
+    for prefix, rows in groups:
         for name, row in rows.items():
-            label = name if group == "ours" else f"{group} {name}"
+            label = prefix + name
             by_language = row.get("speedup_by_language", {})
             halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
             lines.append(
@@ -502,9 +502,9 @@ def markdown_table(result: dict) -> str:
             )
     for name, reason in result.get("hf_skipped", {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | | |")
-    for group, info in (("vLLM-CPU", "vllm_info"), ("llama.cpp", "llamacpp_info")):
+    for prefix, info in (("vLLM-CPU ", "vllm_info"), ("llamacpp:", "llamacpp_info")):
         for name, reason in result.get(info, {}).get("skipped", {}).items():
-            lines.append(f"| {group} {name} | not run: {reason} | | | | | | | |")
+            lines.append(f"| {prefix}{name} | not run: {reason} | | | | | | | |")
     if "generate" in result["hf"]:
         ratio = result["hf"]["generate"]["ours_none_vs_generate"]
         lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
@@ -544,10 +544,10 @@ def llamacpp_note(result: dict) -> str:
     info, rows, prompts = result["llamacpp_info"], result["llamacpp"], result["prompts"]
     lookup = info["lookup"]
     identity = "; ".join(f"`{name}` on {row['identical_prompts']} of {prompts}" for name, row in rows.items())
-    own = "".join(f"; its `{name}` gives its `none`'s tokens on {row['identical_to_llamacpp_none']} of {prompts}"
+    own = "".join(f"; `{name}` gives `{PLAIN_LLAMACPP}`'s tokens on {row['identical_to_llamacpp_none']} of {prompts}"
                   for name, row in rows.items() if "identical_to_llamacpp_none" in row)
     return (f"llama.cpp (llama-cpp-python {info['version']}) on `{info['gguf']}`, {info['threads']} thread(s): "
-            f"{info['timing']}; `lookup` is its LlamaPromptLookupDecoding (num_pred_tokens "
+            f"{info['timing']}; `llamacpp:lookup` is its LlamaPromptLookupDecoding (num_pred_tokens "
             f"{lookup['num_pred_tokens']}, max_ngram_size {lookup['max_ngram_size']}). Its speedups are over the "
             f"lab's `none`. Its greedy tokens equal the lab's `none`: {identity}{own}. It computes on the Q4_K_M "
             f"weights, the lab on the same weights dequantized to float32: identical text is not expected.")
