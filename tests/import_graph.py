@@ -22,7 +22,7 @@ LAYERS = (  # lowest first; each layer is one folder of core (the package root i
     ("core.drafters",),
     ("core.engine",),
     ("core.api",),
-    ("core.studies", "core.serving", "core.vllm", "core.train"),
+    ("core.studies", "core.serving", "core.vllm", "core.llamacpp", "core.train"),
     ("core.cli",),
     ("core",),
 )

@@ -1,7 +1,7 @@
-"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm|results ...`` (README.md).
+"""The command line: ``python -m core generate|bench|cost|train|export|serve-metrics|vllm|llamacpp|results ...`` (README.md).
 Each command's flags and its run live in its own module; this one wires them and turns a user's
 mistake into one ``error:`` line and exit status 2; a file or
-format error, a failure of a program the lab runs (vLLM, pip: ``ExternalError``), or Ctrl-C, into one
+format error, a failure of a program the lab runs (vLLM, llama.cpp, pip: ``ExternalError``), or Ctrl-C, into one
 ``error:`` line and exit status 1 (130 for Ctrl-C)."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from core.cli import export
 from core.cli.generate import add_generate_arguments, run_generate
 from core.cli.measure import add_bench_arguments, add_cost_arguments, run_bench, run_cost
 from core.common.errors import ExternalError, UserError, one_line
+from core.llamacpp import cli as llamacpp_cli
 from core.serving import serve_metrics
 from core.studies import results
 from core.train import draft_sizes, eagle, medusa, tiny
@@ -41,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     vllm_cli.add_arguments(sub.add_parser("vllm", help="vLLM as oracle and peer: setup (its own venv), status, "
                                                        "compare (text and counters against the lab), "
                                                        "serve (vllm serve on loopback)"))
+    llamacpp_cli.add_arguments(sub.add_parser("llamacpp", help="llama.cpp as the CPU peer: setup (its own venv, "
+                                                               "its wheel built once), status"))
     results.add_arguments(sub.add_parser("results", help="render docs/results.md from the shipped "
                                                          "docs/benchmarks/*/bench.json files (to stdout)"))
-    commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run, "results": results.run}
+    commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run,
+                "llamacpp": llamacpp_cli.run, "results": results.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
                 "eagle": eagle.run, "eagle3": eagle.run}
     args = parser.parse_args(argv)

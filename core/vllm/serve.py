@@ -34,9 +34,9 @@ from typing import Iterator
 
 from core.common.errors import UserError, exit_status
 from core.common.ports import HOST, free_port, group_listens, port_free  # HOST: loopback (no authentication)
+from core.common.runner import die_with_parent
 from core.vllm import env
-from core.vllm.client import (LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S, VllmError, VllmRunner, check_threads,
-                              die_with_parent, runner_env)
+from core.vllm.client import LOAD_TIMEOUT_S, REQUEST_TIMEOUT_S, VllmError, VllmRunner, check_threads, runner_env
 
 STOP_TIMEOUT_S = 30.0
 TAIL_LINES = 40
