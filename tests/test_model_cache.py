@@ -19,7 +19,8 @@ def test_the_cache_drops_the_least_recently_used_model(monkeypatch):
     draft = models.load_model(str(TINY / "draft"), "cpu")
     assert models.load_model(str(TINY / "target"), "cpu") is target  # a hit makes it the most recent
     models.load_model(str(TINY / "draft-xs"), "cpu")  # evicts the draft, the least recently used
-    assert list(models._loaded) == [(str(TINY / "target"), "cpu"), (str(TINY / "draft-xs"), "cpu")]
+    assert list(models._loaded) == [(str(TINY / "target"), "cpu", "float32"),
+                                    (str(TINY / "draft-xs"), "cpu", "float32")]
     assert models.load_model(str(TINY / "draft"), "cpu") is not draft
 
 
@@ -31,7 +32,7 @@ def test_evicting_a_model_does_not_break_a_running_decode(monkeypatch):
     steps = decoder.steps(prompt_ids)
     next(steps)
     models.load_model(str(TINY / "draft-xs"), "cpu")  # the target and draft in use leave the cache
-    assert (str(TINY / "target"), "cpu") not in models._loaded
+    assert (str(TINY / "target"), "cpu", "float32") not in models._loaded
     for _ in steps:
         pass
     assert decoder.result.tokens == expected and decoder.result.kv["blocks_in_use_after"] == 0

@@ -143,7 +143,8 @@ def _groups(model, linears: list[torch.nn.Linear]) -> list[list[torch.nn.Linear]
     handles = [m.register_forward_pre_hook(hook) for m in linears]
     try:
         with torch.inference_mode():
-            model.get_decoder()(input_ids=torch.arange(1, 5, device=model.device)[None] % model.config.vocab_size)
+            vocab = model.get_input_embeddings().num_embeddings
+            model.get_decoder()(input_ids=torch.arange(1, 5, device=model.device)[None] % vocab)
     finally:
         for handle in handles:
             handle.remove()

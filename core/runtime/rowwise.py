@@ -80,8 +80,8 @@ def _seen_keys(visible: torch.Tensor) -> list[int | torch.Tensor]:
     """Per row of ``visible`` [rows, keys]: how many keys it sees where they are the first ones, else
     their indices."""
     counts = visible.sum(dim=1).tolist()
-    if all(count == visible.shape[1] for count in counts[:1]) and visible.all():
-        return counts  # every row sees every key: a plain step, or a prefill under no mask
+    if all(count == visible.shape[1] for count in counts):
+        return counts  # every row sees every key: a plain step
     where = visible.nonzero()[:, 1]
     out: list[int | torch.Tensor] = []
     start = 0
