@@ -49,8 +49,8 @@ from core.llamacpp.peer import LlamaCppPeer, check_preset
 from core.vllm.peer import VllmPeer
 
 BATCH_PEER_METHODS = ("none", "ngram")  # vLLM's series in the batch-size study: with and without its ngram
-IDENTICAL = {True: "✓", False: "✗", None: "sampled"}
-PLAIN_LLAMACPP = "llamacpp:none"  # llama.cpp's plain decoding, the reference of its own lookup  # the table's identical column (None: temperature > 0)
+IDENTICAL = {True: "✓", False: "✗", None: "sampled"}  # the table's identical column (None: temperature > 0)
+PLAIN_LLAMACPP = "llamacpp:none"  # llama.cpp's plain decoding, the reference of its own lookup
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,13 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
          Run("gemma-cpu-t07-heldout", BOOK, f"{GEMMA_BENCH} --prompts heldout --max-new-tokens 64 --repeats 3 "
              f"--temperature 0.7 --drafters {T07}", "Another machine of the same kind, slower per token."),
      ]),
+    ("gemma-270m: the int8 target and llama.cpp", "Every drafter on the float32 and the int8 target (each "
+     "lossless against its own plain decoding; speedups over float32's `none`), and llama.cpp on the preset's own "
+     "Q4_K_M GGUF, all timed in the same rounds ([quantized.md](quantized.md), [llamacpp.md](llamacpp.md)).", [
+         Run("gemma-cpu-int8-target-chat", CHAT, f"{GEMMA_BENCH} --prompts chat --max-new-tokens 64 --repeats 3 "
+             "--null-arm --drafters none,eagle3:auto,hybrid:auto --target-precision float32,int8 --compare-llamacpp "
+             "--out docs/benchmarks/gemma-cpu-int8-target-chat"),
+     ]),
     ("gemma-270m: against transformers", "Plain decoding through the engine against transformers' `generate()` "
      "and its prompt lookup, in the same process.", [
          Run("gemma-cpu-int8-hf", BOOK, f"{GEMMA_BENCH} --drafters none --compare-hf --repeats 3 "
@@ -187,11 +194,15 @@ def row_line(label: str, row: dict) -> str:
 
 def verify_line(result: dict) -> list[str]:
     rows = (result.get("verify_ratio") or {}).get("rows") or []
-    target = {r["n"]: r for r in rows if r["model"] == "target" and r["lm_head"]}
-    if 1 not in target:
-        return []
-    parts = [f"verify({n}) / forward(1) {target[n]['verify_ratio']:.2f}" for n in (5, 25) if n in target]
-    return ["", f"Verify cost: forward(1) {target[1]['ms']:.1f} ms, " + ", ".join(parts) + "."]
+    lines = []
+    for model in ("target", "target int8"):
+        target = {r["n"]: r for r in rows if r["model"] == model and r["lm_head"]}
+        if 1 not in target:
+            continue
+        parts = [f"verify({n}) / forward(1) {target[n]['verify_ratio']:.2f}" for n in (5, 25) if n in target]
+        which = "" if model == "target" else " of the int8 target"
+        lines += ["", f"Verify cost{which}: forward(1) {target[1]['ms']:.1f} ms, " + ", ".join(parts) + "."]
+    return lines
 
 
 def sweep_lines(result: dict) -> list[str]:
@@ -230,6 +241,7 @@ def run_section(run: Run) -> list[str]:
     lines += [row_line(name, row) for name, row in result["drafters"].items()]
     lines += [row_line(f"transformers {name}", row) for name, row in (result.get("hf") or {}).items()]
     lines += [row_line(f"vLLM-CPU {name}", row) for name, row in (result.get("vllm") or {}).items()]
+    lines += [row_line(name.replace("llamacpp:", "llama.cpp "), row) for name, row in (result.get("llamacpp") or {}).items()]
     for name, reason in (result.get("hf_skipped") or {}).items():
         lines.append(f"| transformers {name} | not run: {reason} | | | | | | | |")
     for name, reason in ((result.get("vllm_info") or {}).get("skipped") or {}).items():
@@ -242,6 +254,12 @@ def run_section(run: Run) -> list[str]:
         info = result["vllm_info"]
         lines += ["", f"vLLM-CPU {info['version']} (`{info['package']}`), {info['threads']} thread(s); its τ is "
                       "its mean acceptance length, 1 + accepted / drafts."]
+    for precision, agreement in (result.get("precision_agreement") or {}).items():
+        lines += ["", f"The {precision} target's greedy text equals the float32 target's on {agreement['identical']} of "
+                      f"{agreement['prompts']} prompts; each row's *identical* is against `none` at its own precision."]
+    for name, row in (result.get("llamacpp") or {}).items():
+        lines += ["", f"llama.cpp {name.split(':', 1)[1]}: greedy tokens equal to the lab's `none` on "
+                      f"{row['identical_prompts']} of {result['prompts']} prompts."]
     if NULL_ARM in result["drafters"]:
         row = result["drafters"][NULL_ARM]
         lines += ["", f"Null arm band (one prompt, by chance): {row['min_speedup']:.2f}×–"
