@@ -17,7 +17,8 @@ from ...figures.style import finish
 from ...i18n import t
 from ...palette import OTHER_DRAFTER, drafter_color
 
-QUANT_RESULT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "gemma-cpu-int8" / "bench.json"
+QUANT_RESULT = (Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "gemma-cpu-int8-target-chat"
+                / "bench.json")
 INT8 = ":target_precision=int8"
 SPECULATION = ("eagle3:auto", "hybrid:auto")  # the rows the scene sets against plain decoding
 PEER_ROWS = ("llamacpp:none", "llamacpp:lookup")
