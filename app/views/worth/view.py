@@ -122,8 +122,8 @@ class WorthView(View):
     def relabel(self, session: Session, lang: str, *values) -> dict:
         return self.move(session, lang, *sliders(lang, *values))
 
-    def move(self, session: Session, lang: str, alpha: float, k: int, c: float, target_precision: str | None = None
-             ) -> dict:
+    def move(self, session: Session, lang: str, alpha: float, k: int, c: float,
+             target_precision: str | None = None) -> dict:
         """Set the sliders' values and the precision (checked) in the view's state, and draw them."""
         mine = session.of(WorthState)
         mine.alpha, mine.k, mine.c = alpha, k, c
