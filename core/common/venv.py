@@ -24,17 +24,29 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from core.common.errors import ExternalError, exit_status, one_line
 from core.common.files import write_text_atomic
 
 STAMP = "sdlab-stamp.json"  # what a finished build installed, written last inside the venv
 SLOTS = ("a", "b")
+T = TypeVar("T")
 
 
 class VenvError(ExternalError):
     """A step of a venv build failed; the venv in use is unchanged."""
+
+
+def read_stamp(venv: Path, parse: Callable[[bytes], T]) -> T | None:
+    """What a finished build of ``venv`` installed, read by ``parse`` (a typed stamp's
+    ``model_validate_json``); None where there is no stamp, one that does not parse (``ValueError``,
+    which a pydantic ``ValidationError`` is), or no Python beside it."""
+    try:
+        found = parse((venv / STAMP).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return found if (venv / "bin" / "python").is_file() else None
 
 
 def slots(target: Path) -> tuple[Path, Path]:

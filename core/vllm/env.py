@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from core.common.files import lab_cache
-from core.common.venv import STAMP, VenvError, build_venv, run_output
+from core.common.venv import STAMP, VenvError, build_venv, read_stamp, run_output
 
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -64,11 +64,7 @@ def package() -> str:
 def stamp() -> Stamp | None:
     """What setup installed, or None when no finished setup is there (no stamp, or one that is not a
     JSON object with the stamp's fields)."""
-    try:
-        found = Stamp.model_validate_json(stamp_file().read_bytes())
-    except (OSError, ValidationError):
-        return None
-    return found if python().is_file() else None
+    return read_stamp(venv_dir(), Stamp.model_validate_json)
 
 
 def ready() -> bool:
