@@ -10,8 +10,9 @@ fails.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+
+from fake_vllm import fake_python
 
 from core.llamacpp import env
 
@@ -47,12 +48,7 @@ for line in sys.stdin:
 def fake_venv(folder: Path, script: str, monkeypatch) -> Path:
     """``folder`` as llama.cpp's venv (a ``pyvenv.cfg``, the stamp of a finished setup), its ``bin/python``
     the lab's Python running ``PROLOGUE`` then ``script``."""
-    (folder / "bin").mkdir(parents=True)
-    python = folder / "bin" / "python"
-    python.write_text(f"#!{sys.executable}\n{PROLOGUE}{script}")
-    python.chmod(0o755)
-    (folder / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
-    monkeypatch.setenv(env.VENV_VARIABLE, str(folder))
+    fake_python(folder, PROLOGUE + script, env.VENV_VARIABLE, monkeypatch)
     env.stamp_file().write_text(json.dumps({"package": env.PACKAGE, "llama_cpp": env.VERSION, "numpy": "2.0.0",
                                             "wheel": "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"}))
     return folder

@@ -64,15 +64,21 @@ os.execv(sys.executable, [sys.executable, *sys.argv[1:]])  # the real runner, un
 """
 
 
-def fake_venv(folder: Path, script: str, monkeypatch) -> Path:
-    """``folder`` as the vLLM venv (a ``pyvenv.cfg``, the stamp of a finished setup), its ``bin/python``
-    the lab's Python running ``PROLOGUE`` then ``script``."""
+def fake_python(folder: Path, source: str, variable: str, monkeypatch) -> None:
+    """``folder`` as a venv (a ``pyvenv.cfg``) whose ``bin/python`` is the lab's Python running ``source``,
+    pointed at by the environment variable ``variable``."""
     (folder / "bin").mkdir(parents=True)
     python = folder / "bin" / "python"
-    python.write_text(f"#!{sys.executable}\n{PROLOGUE}{script}")
+    python.write_text(f"#!{sys.executable}\n{source}")
     python.chmod(0o755)
     (folder / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
-    monkeypatch.setenv(env.VENV_VARIABLE, str(folder))
+    monkeypatch.setenv(variable, str(folder))
+
+
+def fake_venv(folder: Path, script: str, monkeypatch) -> Path:
+    """``folder`` as the vLLM venv (``fake_python`` with the stamp of a finished setup), its ``bin/python``
+    the lab's Python running ``PROLOGUE`` then ``script``."""
+    fake_python(folder, PROLOGUE + script, env.VENV_VARIABLE, monkeypatch)
     env.stamp_file().write_text(json.dumps({"package": env.package(), "vllm": "0.32.0", "transformers": "4.57.0"}))
     return folder
 

@@ -30,8 +30,8 @@ import threading
 from pathlib import Path
 
 from core.common.errors import ExternalError, exit_status, one_line
+from core.common.runner_loop import MARK  # the runner side of the protocol
 
-MARK = "@@sdlab@@ "  # what the runner scripts put before each answer (they cannot import this module)
 LAB_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")  # would leak the lab's packages into another venv
 
 

@@ -3,7 +3,7 @@
     <venv>/bin/python core/llamacpp/runner.py        # then JSON lines on stdin, one request each
 
 It speaks JSON lines: one request per stdin line, one answer per request on stdout, marked with
-``MARK`` (``core.common.runner``). Requests (``op``):
+``MARK`` (``core.common.runner_loop``). Requests (``op``):
 
 * ``load``: ``{"gguf", "n_threads", "n_ctx", "method": "none" | "lookup", "num_pred_tokens",
   "max_ngram_size", "stop_ids"}`` -> ``{"load_s", "eog_ids"}``: one ``llama_cpp.Llama`` on the GGUF,
@@ -21,18 +21,15 @@ library and llama_cpp are used here: this file runs under the venv's Python, not
 """
 from __future__ import annotations
 
-import json
 import sys
-import traceback
+from pathlib import Path
 from time import perf_counter
 
-MARK = "@@sdlab@@ "
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # runner_loop, by its folder
+from runner_loop import serve  # noqa: E402  (standard library only)
+
 GREEDY = dict(temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
 
-
-def answer(obj: dict) -> None:
-    sys.stdout.write(MARK + json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 class Runner:
@@ -84,20 +81,7 @@ class Runner:
 
 
 def main() -> int:
-    runner = Runner()
-    answer({"ready": True})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            if request.get("op") == "quit":
-                answer({"bye": True})
-                return 0
-            answer(runner.handle(request))
-        except Exception as e:  # the lab reads the error; the runner stays up for the next request
-            answer({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)})
-    return 0
+    return serve(Runner().handle)
 
 
 if __name__ == "__main__":

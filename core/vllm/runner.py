@@ -17,17 +17,14 @@ library and vLLM are used here: this file runs under the venv's Python, not the 
 """
 from __future__ import annotations
 
-import json
 import sys
-import traceback
+from pathlib import Path
 from time import perf_counter
 
-MARK = "@@sdlab@@ "
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # runner_loop, by its folder
+from runner_loop import serve  # noqa: E402  (standard library only)
 
 
-def answer(obj: dict) -> None:
-    sys.stdout.write(MARK + json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 def counters(llm) -> dict:
@@ -102,20 +99,7 @@ class Runner:
 
 
 def main() -> int:
-    runner = Runner()
-    answer({"ready": True})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            if request.get("op") == "quit":
-                answer({"bye": True})
-                return 0
-            answer(runner.handle(request))
-        except Exception as e:  # the lab reads the error; the runner stays up for the next request
-            answer({"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)})
-    return 0
+    return serve(Runner().handle)
 
 
 if __name__ == "__main__":  # vLLM may spawn processes that re-import this file
