@@ -84,6 +84,9 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
          Run("gemma-cpu-int8-target-chat", CHAT, f"{GEMMA_BENCH} --prompts chat --max-new-tokens 64 --repeats 3 "
              "--null-arm --drafters none,eagle3:auto,hybrid:auto --target-precision float32,int8 --compare-llamacpp "
              "--out docs/benchmarks/gemma-cpu-int8-target-chat"),
+         Run("gemma-cpu-int8-target-heldout", BOOK, f"{GEMMA_BENCH} --prompts heldout --max-new-tokens 64 "
+             "--repeats 3 --null-arm --drafters none,eagle3:auto,hybrid:auto --target-precision float32,int8 "
+             "--compare-llamacpp --out docs/benchmarks/gemma-cpu-int8-target-heldout"),
      ]),
     ("gemma-270m: against transformers", "Plain decoding through the engine against transformers' `generate()` "
      "and its prompt lookup, in the same process.", [
