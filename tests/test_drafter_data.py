@@ -11,7 +11,7 @@ from safetensors import safe_open
 from core.common.errors import UserError
 from core.models.loading import load_model, resolve_preset
 from core.train import drafter_data, eagle, medusa
-from core.train.gemma_drafters import load_stored_data
+from core.train.drafter_data import load_stored_data
 from core.train.tiny import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent

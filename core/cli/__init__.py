@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     eagle.add_arguments(train_sub.add_parser("eagle", help="train an EAGLE feature drafter for a target"), "eagle")
     eagle.add_arguments(train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (fused layers, training-time "
                                                             "test) for a target"), "eagle3")
+    eagle.add_arguments(train_sub.add_parser("peagle", help="train a P-EAGLE drafter (EAGLE-3 drafting every token "
+                                                            "of a step in one forward) for a target"), "peagle")
     export.add_arguments(sub.add_parser("export", help="write a learned drafter for a serving engine (vLLM)"))
     serve_metrics.add_arguments(sub.add_parser("serve-metrics", help="decode prompts in a loop and serve their "
                                                                      "/metrics in vLLM's names"))
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"export": export.run, "serve-metrics": serve_metrics.run, "vllm": vllm_cli.run,
                 "llamacpp": llamacpp_cli.run, "results": results.run}
     trainers = {"tiny": tiny.run, "draft-sizes": draft_sizes.run, "medusa": medusa.run,
-                "eagle": eagle.run, "eagle3": eagle.run}
+                "eagle": eagle.run, "eagle3": eagle.run, "peagle": eagle.run}
     args = parser.parse_args(argv)
     return guarded(lambda: run(args, commands, trainers))
 

@@ -11,11 +11,12 @@ from core.drafters.hybrid import HybridDrafter
 from core.drafters.medusa import MedusaDrafter
 from core.drafters.ngram import NgramDrafter
 from core.drafters.none import NoDrafter
+from core.drafters.peagle import PEagleDrafter
 from core.common.errors import UserError
 
 DRAFTERS: dict[str, type[Drafter]] = {
     cls.name: cls for cls in (NoDrafter, DraftModelDrafter, NgramDrafter, MedusaDrafter, EagleDrafter, Eagle3Drafter,
-                              HybridDrafter)
+                              PEagleDrafter, HybridDrafter)
 }
 BASELINE = NoDrafter.name  # plain decoding through the same engine: what speedups are measured against
 

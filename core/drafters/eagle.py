@@ -118,6 +118,7 @@ class Recipe:
     output_norm: bool  # a final norm before the LM head
     ttt_steps: int  # training-time test: steps unrolled on the drafter's own outputs (1 = off)
     feature_weight: float  # weight of the next-feature regression loss (EAGLE-1's second loss)
+    parallel_tokens: int = 0  # P-EAGLE: learned placeholders, so that one forward drafts this many more tokens
 
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """The target ``hidden_states`` indices it reads by default."""
@@ -202,8 +203,7 @@ class EagleDrafter(Drafter):
             return DraftTree()  # a one-token prompt: no target feature yet
         if self.context is not None:
             self.context.read(ctx.tokens)
-        root_out = self._catch_up(ctx.tokens)
-        expansion = self._expand(root_out, depth, ctx.temperature)
+        expansion = self._scored(ctx.tokens, depth, ctx.temperature)
         self.last_expansion = expansion
         return self._tree(expansion, ctx.temperature)
 
@@ -221,14 +221,18 @@ class EagleDrafter(Drafter):
         return self.kv
 
     # ---- the three phases ----------------------------------------------------------------------
+    def _scored(self, tokens: list[int], depth: int, temperature: float) -> Expansion:
+        """Phases 1 and 2: every candidate of this step, scored (``peagle`` drafts them otherwise)."""
+        return self._expand(self._catch_up(tokens), depth, temperature)
+
     def _catch_up(self, tokens: list[int]) -> torch.Tensor:
         """Feed pairs (feature t, token t+1) for the newly observed positions; returns the root's out [H]."""
         if self.waiting:
             features = self.net.fuse_target([torch.cat(layer) for layer in zip(*self.waiting)])  # [n, H]
             self.waiting = []
             new_tokens = tokens[self.fed + 1 : self.fed + 1 + len(features)]
-            self.root_out = run_segment(self.net, self.kv, features, new_tokens)[-1]
-            self.forwards += 1
+            with self.counted_forward():
+                self.root_out = run_segment(self.net, self.kv, features, new_tokens)[-1]
             self.kv.commit(list(range(len(features))))
             self.fed += len(features)
         return self.root_out
@@ -259,8 +263,9 @@ class EagleDrafter(Drafter):
                 -1 if expansion.parents[c] < 0 else fed.index(expansion.parents[c]) for c in fed + frontier
             ]
             features = torch.stack([outputs[expansion.parents[c]] for c in frontier])  # [top_k, H]
-            out = run_segment(self.net, self.kv, features, [expansion.tokens[c] for c in frontier], segment_parents)
-            self.forwards += 1
+            with self.counted_forward():
+                out = run_segment(self.net, self.kv, features, [expansion.tokens[c] for c in frontier],
+                                  segment_parents)
             for c, row in zip(frontier, out):
                 outputs[c] = row
                 expansion.expanded[c] = True

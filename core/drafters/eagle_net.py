@@ -14,6 +14,11 @@ space::
 ``layout`` "reference" (eagle3 only) replaces ``combine`` + the Llama layer by EAGLE-3's reference
 layer (``eagle3_layer``), the one vLLM and SGLang load: what ``python -m core export`` writes.
 
+``peagle`` (P-EAGLE) is EAGLE-3 drafting in parallel: ``parallel_tokens`` placeholder pairs (the
+newest true feature shifted by a learned offset, and a learned token embedding, per depth) follow
+the real pairs in the same forward, so the outputs at the last real pair and at each placeholder guess every token of a
+step at once (``core.drafters.peagle``).
+
 ``eagle`` reads one target layer (the last, after the final norm) and learns to predict the
 next feature. ``eagle3`` fuses low, middle and high layers (``fuse``: 3H -> H) and is trained
 only on tokens, unrolled on its own outputs (training-time test, see ``core.train.eagle``).
@@ -54,6 +59,7 @@ class FeatureDrafterConfig:
     output_norm: bool = False  # eagle3: a norm of its own before the LM head
     draft_vocab_size: int | None = None  # None: the target's whole vocabulary
     layout: str = "lab"  # "reference": EAGLE-3's reference layer (vLLM's llama_eagle3), see eagle3_layer
+    parallel_tokens: int = 0  # peagle: learned placeholder pairs, one per depth after the first
 
     def llama_config(self) -> LlamaConfig:
         config = LlamaConfig(
@@ -82,6 +88,9 @@ class FeatureDrafterNet(nn.Module):
         self.fuse = nn.Linear(n_layers * hidden, hidden, bias=False) if n_layers > 1 else None
         if config.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}")
+        if config.parallel_tokens:  # P-EAGLE's placeholders: what a position not drafted yet reads
+            self.mask_features = nn.Parameter(torch.zeros(config.parallel_tokens, hidden))  # offsets, see placeholders
+            self.mask_embeddings = nn.Parameter(torch.randn(config.parallel_tokens, hidden))
         if config.layout == "reference":
             self.layer = Eagle3ReferenceLayer(llama)
         else:
@@ -112,11 +121,24 @@ class FeatureDrafterNet(nn.Module):
             return hidden[0]
         return self.fuse(torch.cat(hidden, dim=-1))
 
-    def forward(self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-                mask: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
+    def placeholders(self, anchor: torch.Tensor, depths: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """P-EAGLE's inputs for the positions of depths 2..``depths + 1`` of a step drafted from ``anchor``
+        (the fused feature of the last position with a true target feature, [..., H]): (features
+        [..., depths, H], token embeddings [depths, H]). A placeholder's feature is the anchor's shifted by a
+        learned offset per depth (zero at the start: the newest true feature, as Medusa's heads read it);
+        its token embedding is learned per depth."""
+        if depths > self.config.parallel_tokens:
+            raise ValueError(f"this drafter drafts at most {self.config.parallel_tokens + 1} tokens in parallel")
+        return anchor[..., None, :] + self.mask_features[:depths], self.mask_embeddings[:depths]
+
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor | None, positions: torch.Tensor,
+                mask: torch.Tensor, cache: Cache | None = None, embedded: torch.Tensor | None = None) -> torch.Tensor:
         """features [B, n, H] (feature of position t), tokens [B, n] (token t+1), positions [B, n] (t),
-        mask [B or 1, 1, n, n_cached + n] additive -> out [B, n, H] (the feature guessed for t+1)."""
-        embedded = F.embedding(tokens, self.embed_weight)
+        mask [B or 1, 1, n, n_cached + n] additive -> out [B, n, H] (the feature guessed for t+1).
+        ``embedded`` [B, n, H] in place of ``tokens``: token embeddings given as they are (P-EAGLE's
+        placeholders)."""
+        if embedded is None:
+            embedded = F.embedding(tokens, self.embed_weight)
         if self.config.layout == "reference":
             return self.layer(embedded, features, mask, self.rotary(features, positions), cache)
         x = self.combine(torch.cat([self.token_norm(embedded), self.feature_norm(features)], dim=-1))
@@ -150,12 +172,13 @@ class FeatureDrafterNet(nn.Module):
         return self.columns.to_target(self.draft_logits(out))
 
 
-def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, tokens: list[int],
+def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, tokens: list[int] | torch.Tensor,
                 segment_parents: list[int] | None = None) -> torch.Tensor:
     """Feed ``(features[i], tokens[i])`` pairs through the drafter with its paged cache.
 
     Like ``core.runtime.forward.forward_segment``: ``segment_parents`` covers the entries already pending
     this step followed by the new ones (default: a plain chain). features [n, H] -> out [n, H].
+    ``tokens`` as embeddings [n, H] instead of ids: fed as they are (P-EAGLE's placeholders).
     """
     n = len(tokens)
     parents = chain_parents(n) if segment_parents is None else segment_parents
@@ -164,5 +187,7 @@ def run_segment(net: FeatureDrafterNet, kv: RequestKV, features: torch.Tensor, t
     mask = attention_mask(n_prefix, parents, n, dtype=features.dtype, device=device)
     positions = position_ids(n_prefix, parents, n, device=device)
     cache = kv.begin_forward(kv.allocate(n))
+    if isinstance(tokens, torch.Tensor) and tokens.is_floating_point():
+        return net(features[None], None, positions, mask, cache, embedded=tokens[None])[0]
     token_ids = torch.tensor([tokens], dtype=torch.long, device=device)
     return net(features[None], token_ids, positions, mask, cache)[0]

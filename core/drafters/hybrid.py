@@ -10,7 +10,8 @@ forward.
 Lossless at every temperature: both proposers are deterministic functions of the committed
 tokens (EAGLE-3's tree is chosen from its draft probabilities, not sampled) and every node's draft
 law is one-hot on its token, so the engine's recursive rejection sampling is exact, as for each
-proposer alone. With ``--k auto`` / ``--tree auto`` the goodput controller decides how deep
+proposer alone. ``hybrid-peagle`` puts P-EAGLE (``core.drafters.peagle``: the whole draft in one drafter
+forward) in EAGLE-3's place. With ``--k auto`` / ``--tree auto`` the goodput controller decides how deep
 EAGLE-3 drafts (the n-gram chain costs nothing and always goes as deep as the budget allows, also
 when EAGLE-3 is not asked at all) and then keeps the part of the merged tree that pays.
 """
@@ -18,29 +19,36 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from typing import Literal
+
 from pydantic import Field
 
 from core.drafters.base import Capabilities, DrafterInputs, DraftShape, ProposeContext, Wrapper
 from core.drafters.eagle import Eagle3Drafter, EagleOptions
 from core.drafters.ngram import NgramDrafter
+from core.drafters.peagle import PEagleDrafter
 from core.common.limits import MAX_TREE_NODES
 from core.runtime.tree import DraftTree
 
 
 class HybridOptions(EagleOptions):
     ngram_n: int = Field(3, ge=1, le=8, description="longest n-gram the ngram drafter matches")
+    feature_drafter: Literal["eagle3", "peagle"] = Field(
+        "eagle3", description="hybrid's feature drafter: eagle3 (one forward per level) or peagle (one forward a step)")
 
 
 class HybridDrafter(Wrapper):
     name = "hybrid"
     Options = HybridOptions
+    aliases = {"hybrid": {}, "hybrid-peagle": {"feature_drafter": PEagleDrafter.name}}
     # the n-gram chain is the free part: as deep as the budget allows, also where EAGLE-3 is not asked
     capabilities = Capabilities(drafts_full_tree=False, free_levels=True,
                                 auto_tree=Eagle3Drafter.capabilities.auto_tree)
 
     @classmethod
     def build(cls, options: HybridOptions, inputs: DrafterInputs) -> "HybridDrafter":
-        eagle = Eagle3Drafter(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size,
+        feature = PEagleDrafter if options.feature_drafter == PEagleDrafter.name else Eagle3Drafter
+        eagle = feature(inputs.shape, inputs.target, options.drafter_weights, inputs.block_size,
                               options.eagle_nodes, options.half_products, options.draft_vocab_only)
         ngram = NgramDrafter(DraftShape(1, inputs.shape.depth), inputs.target.vocab_size, options.ngram_n)
         return cls(inputs.shape, ngram, eagle)

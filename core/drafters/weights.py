@@ -39,7 +39,7 @@ class LearnedOptions(DrafterOptions):
 
     drafter_weights: str | None = Field(
         None, min_length=1, max_length=1000,
-        description="medusa/eagle/eagle3 weights folder (default: the one next to the target)")
+        description="medusa/eagle/eagle3/peagle weights folder (default: the one next to the target)")
     draft_precision: Literal["auto", "float32"] = Field(
         "auto", description="auto: draft through fp16 products on CPU where fbgemm runs (faster; only what is "
                             "proposed can change, never the output); float32: the weights as trained, as a float32 "
@@ -91,6 +91,7 @@ class NetFields(BaseModel):
     output_norm: Annotated[bool, Field(strict=True)] = False
     draft_vocab_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_ID)] | None = None
     layout: Literal["lab", "reference"] = "lab"
+    parallel_tokens: Annotated[int, Field(strict=True, ge=0, lt=MAX_DEPTH)] = 0
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "NetFields":
@@ -100,7 +101,8 @@ class NetFields(BaseModel):
 
     def parameters(self) -> int:
         hidden, kv = self.hidden_size, self.hidden_size // self.num_attention_heads * self.num_key_value_heads
-        return 3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv + 3 * hidden * self.intermediate_size
+        return (3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv + 3 * hidden * self.intermediate_size
+                + 2 * self.parallel_tokens * hidden)
 
 
 class HeadsFields(BaseModel):
@@ -119,7 +121,7 @@ class DrafterFields(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: Literal["medusa", "eagle", "eagle3"]
+    kind: Literal["medusa", "eagle", "eagle3", "peagle"]
     target: dict | None = None
     net: NetFields | None = None
     heads: HeadsFields | None = None

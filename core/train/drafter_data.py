@@ -714,5 +714,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
+    """``--data``: a folder, "cache" -- this target's data under the user's cache (the fullest
+    one) -- or several of them, comma-separated (a name alone is a folder under the cache); returns
+    the data and its key, the folder names joined by "+"."""
+    def resolve(entry: str) -> Path:
+        if entry != "cache":
+            folder = Path(entry).expanduser()
+            return folder if folder.exists() or len(folder.parts) > 1 else cache_root() / entry
+        fingerprint = target_fingerprint(target.model)
+        mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
+                and read_manifest(folder)["target"] == fingerprint]
+        if not mine:
+            raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
+                            "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
+        return max(mine, key=lambda folder: len(done_shards(folder)))
+
+    def name(folder: Path) -> str:
+        """The folder's name, with its shard count while a build of it is unfinished: a run on part of
+        the data is cached apart from the run on all of it."""
+        manifest, shards = read_manifest(folder), len(done_shards(folder))
+        asked = manifest["runs"][-1]["budget_tokens"] if manifest["runs"] else 0
+        per_shard = manifest["settings"]["seq_len"] * manifest["settings"]["shard_sequences"]
+        return folder.name if shards * per_shard >= asked else f"{folder.name}@{shards}"
+
+    folders = [resolve(entry.strip()) for entry in choice.split(",") if entry.strip()]
+    data = load(folders, target_model=target.model)
+    print(f"[data] {', '.join(map(str, folders))}: {len(data):,} sequences, {data.tokens.numel():,} positions",
+          file=sys.stderr)
+    return "+".join(map(name, folders)), data
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,12 +19,23 @@ to t -- the positions whose true target features are known -- and to its own cha
 Its output is trained on the target's law for token t+j+1. The drafter thus learns from the
 states it really meets when drafting deep, instead of only from perfect target features.
 ``--ttt-steps 1`` trains the same drafter without it (the ablation in docs/drafters.md).
+
+**P-EAGLE** (``python -m core train peagle``) is trained by the same unroll with one change: unroll
+step j >= 2 feeds the placeholder pair of depth j (``FeatureDrafterNet.placeholders``: anchor t's
+feature shifted by a learned offset, a learned token embedding) in place of (own output, token t+j),
+under the same mask -- exactly the one forward it drafts with
+(``core.drafters.peagle``). ``--init`` starts it from an EAGLE-3 drafter of the same shape (the
+placeholders are new); ``--data`` trains on stored drafter data (``core.train.drafter_data``) instead
+of a small set built from the corpus; progress is checkpointed under the user's cache every 100
+steps, so the same command resumes an interrupted run.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -33,17 +44,21 @@ from transformers.cache_utils import DynamicCache
 
 from core.drafters.base import DraftShape
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter
+from core.drafters.peagle import PEagleDrafter
 from core.drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
 from core.drafters.vocab import draft_rows
-from core.drafters.weights import save_folder
+from core.drafters.weights import load_folder, save_folder
 from core.common.errors import UserError
+from core.common.files import lab_cache
 from core.models.fingerprint import target_fingerprint
+from core.models.loading import read_json
 from core.train import heldout
+from core.train.drafter_data import load_stored_data
 from core.train.features import (DataSettings, DrafterData, add_common_arguments, draftable_cross_entropy, prepare,
                                  training_record)
 from core.train.loop import TrainConfig, count_parameters, seeded, short_warmup, train
 
-DRAFTERS = {cls.name: cls for cls in (EagleDrafter, Eagle3Drafter)}  # each carries its training ``recipe``
+DRAFTERS = {cls.name: cls for cls in (EagleDrafter, Eagle3Drafter, PEagleDrafter)}  # each carries its training ``recipe``
 EVAL_DEPTH = 6  # unroll depth of the held-out chain accuracy
 
 
@@ -90,11 +105,30 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
         max_position_embeddings=config.max_position_embeddings,
         rope_theta=rope_theta(config), rms_norm_eps=config.rms_norm_eps,
         output_norm=DRAFTERS[kind].recipe.output_norm, draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
-        layout=layout,
+        layout=layout, parallel_tokens=DRAFTERS[kind].recipe.parallel_tokens,
     )
     embed = target_model.get_input_embeddings().weight
     head = target_model.get_output_embeddings().weight
     return FeatureDrafterNet(net_config, embed, head, draft_vocab)
+
+
+NEW_IN_PEAGLE = {"mask_features", "mask_embeddings"}  # what a P-EAGLE adds to the EAGLE-3 it may start from
+
+
+def start_from(net: torch.nn.Module, folder: Path, target) -> None:
+    """Begin training from the weights in ``folder`` (a drafter of the same kind and shape, or the
+    EAGLE-3 a P-EAGLE starts from: its placeholders are then new); the folder's draft vocabulary is
+    not taken: the LM head is the target's, so ``net`` may keep another one."""
+    config = read_json(folder / "config.json", "drafter config") if (folder / "config.json").is_file() else {}
+    _, state = load_folder(folder, str(config.get("kind", folder.name)), target.model)
+    state = {name: tensor.float() for name, tensor in state.items() if name != "draft_vocab"}
+    try:
+        missing, unexpected = net.load_state_dict(state, strict=False)
+    except RuntimeError as error:  # a weight of another size
+        raise UserError(f"{folder} is not a drafter of this shape: {error}") from None
+    if unexpected or set(missing) - {"draft_vocab"} - (NEW_IN_PEAGLE if net.config.parallel_tokens else set()):
+        raise UserError(f"{folder} is not a drafter of this shape (missing {missing}, unexpected {unexpected})")
+    print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
 
 
 # ---- the unrolled forward ------------------------------------------------------------------
@@ -114,8 +148,8 @@ def unroll(net: FeatureDrafterNet, features: torch.Tensor, tokens: torch.Tensor,
 
     features [B, T, H] (fused target features), tokens [B, T] -> ``steps`` tensors [B, T-1, H];
     entry t of step j is the drafter's guess of the feature at position t+j, made from the true
-    features up to t and its own outputs after. Tokens past the end are padded (their outputs
-    are not trained on).
+    features up to t and its own outputs after (P-EAGLE: its placeholders after). Tokens past the
+    end are padded (their outputs are not trained on).
     """
     batch, length = tokens.shape
     n = length - 1
@@ -123,17 +157,34 @@ def unroll(net: FeatureDrafterNet, features: torch.Tensor, tokens: torch.Tensor,
     cache = DynamicCache()
     outputs = []
     out = features[:, :n]
+    parallel = net.config.parallel_tokens > 0
+    if parallel:  # every anchor's placeholders: [B, n, steps - 1, H] and [steps - 1, H]
+        mask_features, mask_embeddings = net.placeholders(features[:, :n], steps - 1)
     for step in range(1, steps + 1):
-        step_tokens = F.pad(tokens[:, step:], (0, step - 1))  # token t+step for anchor t
         positions = (anchors + step - 1)[None].expand(batch, n)
-        out = net(out, step_tokens, positions, unroll_mask(n, step, features.dtype), cache)
+        mask = unroll_mask(n, step, features.dtype)
+        if parallel and step > 1:  # the placeholder pair of this depth at every anchor
+            out = net(mask_features[:, :, step - 2], None, positions, mask, cache,
+                      embedded=mask_embeddings[step - 2].expand(batch, n, -1))
+        else:
+            step_tokens = F.pad(tokens[:, step:], (0, step - 1))  # token t+step for anchor t
+            out = net(out, step_tokens, positions, mask, cache)
         outputs.append(out)
     return outputs
 
 
+PARALLEL_SHARE = 0.5  # P-EAGLE: the share of anchors whose placeholder depths are scored each step
+
+
 def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor, steps: int,
-                  feature_weight: float, vocab_index: torch.Tensor | None) -> torch.Tensor:
-    """Mean over unroll steps of the token loss (+ the feature loss for ``eagle``) on ``rows``."""
+                  feature_weight: float, vocab_index: torch.Tensor | None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Mean over unroll steps of the token loss (+ the feature loss for ``eagle``) on ``rows``.
+
+    A P-EAGLE scores its placeholder depths (steps >= 2) on a random ``PARALLEL_SHARE`` of the anchors,
+    drawn anew per depth (``generator``): the LM head over every anchor at every depth is most of a
+    step's cost, and a depth's law needs no more samples than the real pairs' (P-EAGLE's COD sampling
+    thins the deeper depths the same way)."""
     features = net.fuse_target(data.layers(net.config.target_layers, rows))  # [B, T, H]
     if feature_weight > 0:
         true_features = data.layers((data.hidden.shape[2],), rows)[0]  # [B, T, H] last layer, after the norm
@@ -141,9 +192,12 @@ def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor,
     losses = []
     for step, out in enumerate(unroll(net, features, data.tokens[rows], steps), start=1):
         valid = length - step  # anchors whose label (position t+step) exists
-        logits = net.draft_logits(out[:, :valid]).flatten(0, 1)  # [B * valid, draft vocab]
-        ids = data.top_ids[rows, step:].flatten(0, 1)
-        probs = data.top_probs[rows, step:].flatten(0, 1)
+        anchors = torch.arange(valid)
+        if net.config.parallel_tokens and step > 1:
+            anchors = torch.randperm(valid, generator=generator)[: max(1, round(valid * PARALLEL_SHARE))].sort().values
+        logits = net.draft_logits(out[:, anchors]).flatten(0, 1)  # [B * anchors, draft vocab]
+        ids = data.top_ids[rows][:, anchors + step].flatten(0, 1)
+        probs = data.top_probs[rows][:, anchors + step].flatten(0, 1)
         loss = draftable_cross_entropy(logits, ids, probs, vocab_index)
         if feature_weight > 0:
             loss = loss + feature_weight * F.smooth_l1_loss(out[:, :valid], true_features[:, step:])
@@ -165,7 +219,7 @@ def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, st
 
     def loss_of(step: int) -> torch.Tensor:
         rows = torch.randint(len(data), (config.batch_size,), generator=generator)
-        return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index)
+        return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index, generator)
 
     return train(net, loss_of, config, name, checkpoint, generator)
 
@@ -210,6 +264,16 @@ def decode_anchors(hits: torch.Tensor) -> torch.Tensor:
 
 
 # ---- command line ----------------------------------------------------------------------------
+def run_digest(args: argparse.Namespace, target) -> str:
+    """What names one training run's checkpoint: its options (but where it writes and how many threads),
+    the target, and the weights it starts from."""
+    options = {k: str(v) for k, v in sorted(vars(args).items()) if k not in ("out", "overwrite", "threads")}
+    digest = hashlib.sha256(json.dumps([options, target_fingerprint(target.model)]).encode())
+    if args.init is not None:
+        digest.update((args.init / "model.safetensors").read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
     """Options of ``python -m core train eagle`` (``kind="eagle3"`` for ``train eagle3``)."""
     recipe = DRAFTERS[kind].recipe
@@ -226,6 +290,12 @@ def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
     parser.add_argument("--draft-vocab", default="auto",
                         help="LM head rows the drafter keeps: all, N (the N tokens the target chooses most), or auto "
                              "(enough to cover 99.9%% of its greedy choices; default)")
+    parser.add_argument("--init", type=Path,
+                        help="start from the drafter in this folder (same shape; peagle: an eagle3 folder, e.g. "
+                             "assets/gemma-270m/eagle3, whose network it extends with its placeholders)")
+    parser.add_argument("--data", help="train on stored drafter data (python -m core.train.drafter_data): a folder, "
+                                       "several comma-separated, or \"cache\" for this target's (default: a small set "
+                                       "built from the corpus)")
     if recipe.fused_layers:
         parser.add_argument("--layout", choices=LAYOUTS, default="lab",
                             help="lab (default) or reference: EAGLE-3's reference layer, the one vLLM loads "
@@ -235,8 +305,11 @@ def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
 def run(args: argparse.Namespace) -> int:
     """Train, save, and report held-out numbers; returns an exit code."""
     kind = args.kind
-    setup = prepare(args, kind)
+    setup = prepare(args, kind, build_train=not args.data)
     target = setup.target
+    if args.data:
+        args.data, train = load_stored_data(args.data, target)
+        setup = replace(setup, train=train)
     num_layers = target.model.config.get_text_config().num_hidden_layers
     layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else default_layers(kind, num_layers)
     if not all(1 <= i <= num_layers for i in layers):
@@ -244,10 +317,13 @@ def run(args: argparse.Namespace) -> int:
     generator = seeded(args.seed)
     draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
     net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab, getattr(args, "layout", "lab"))
+    if args.init is not None:
+        start_from(net, args.init, target)
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, "
           f"draft vocabulary {net.config.draft_vocab_size or 'all'}, TTT steps {args.ttt_steps}", file=sys.stderr)
+    checkpoint = lab_cache("train", f"{kind}-{run_digest(args, target)}.ckpt")  # the same command resumes
     seconds = train_net(net, setup.train, train_config(args.steps, args.batch, args.lr), args.ttt_steps,
-                        args.feature_weight, generator, name=kind)
+                        args.feature_weight, generator, name=kind, checkpoint=checkpoint)
     chain = chain_accuracy(net, setup.heldout, DataSettings.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}, "
           f"conditional {chain['conditional']}", file=sys.stderr)

@@ -181,13 +181,14 @@ def add_common_arguments(parser, steps: int, batch: int, lr: float) -> None:
 @dataclass
 class Setup:
     target: object  # models.LoadedModel
-    train: DrafterData
+    train: DrafterData | None  # None: the trainer reads stored data (``prepare(build_train=False)``)
     heldout: DrafterData  # greedy continuations of held-out prompts
     out: Path
 
 
-def prepare(args, kind: str) -> Setup:
-    """Load the target and the corpus, and build (or read) the train and held-out drafter data."""
+def prepare(args, kind: str, build_train: bool = True) -> Setup:
+    """Load the target and the corpus, and build (or read) the held-out drafter data and, unless
+    ``build_train`` is False (a trainer reading stored data instead), the train data."""
     from core.models.loading import load_model, resolve_preset
     from core.train.corpus import build_corpus
 
@@ -199,12 +200,9 @@ def prepare(args, kind: str) -> Setup:
     train_settings = DataSettings(sequences=args.sequences, seq_len=args.seq_len, seed=args.seed)
     heldout_settings = DataSettings(sequences=128, seq_len=args.seq_len, corpus_share=0.0, sampled_share=0.0,
                                     seed=args.seed)
-    return Setup(
-        target=target,
-        train=load_or_build(target, corpus, train_settings, "train", args.cache_dir),
-        heldout=load_or_build(target, corpus, heldout_settings, "heldout", args.cache_dir),
-        out=out,
-    )
+    train = load_or_build(target, corpus, train_settings, "train", args.cache_dir) if build_train else None
+    return Setup(target=target, train=train,
+                 heldout=load_or_build(target, corpus, heldout_settings, "heldout", args.cache_dir), out=out)
 
 
 def training_record(args, seconds: float) -> dict:

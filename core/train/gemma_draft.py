@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.data is None:
         data = load_or_build(target, corpus, TRAIN_DATA, "train")
     else:
-        from core.train.gemma_drafters import load_stored_data
+        from core.train.drafter_data import load_stored_data
         args.data, data = load_stored_data(args.data, target)
     heldout = load_or_build(target, corpus, HELDOUT_DATA, "heldout")
 

@@ -34,12 +34,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from core.drafters.eagle import Eagle3Drafter
 from core.drafters.medusa import MedusaDrafter
-from core.drafters.weights import load_folder, save_folder
+from core.drafters.peagle import PEagleDrafter
+from core.drafters.weights import save_folder
 from core.common.errors import UserError
 from core.common.files import write_atomic
 from core.models.fingerprint import target_fingerprint
-from core.train import drafter_data, eagle, medusa
+from core.train import eagle, medusa
+from core.train.drafter_data import load_stored_data
+from core.train.eagle import start_from
 from core.train.features import DataSettings, DrafterData, load_or_build
 from core.train.loop import count_parameters, seeded
 from core.train.output import add_output_arguments, output_folder
@@ -82,39 +86,6 @@ def record(args, name: str, options: dict, seconds: float, data: DrafterData) ->
     }
 
 
-def load_stored_data(choice: str, target) -> tuple[str, DrafterData]:
-    """``--data``: a folder, "cache" -- this target's data under the user's cache (the fullest
-    one) -- or several of them, comma-separated (a name alone is a folder under the cache); returns
-    the data and its key, the folder names joined by "+"."""
-    from core.train.drafter_data import cache_root, done_shards, read_manifest
-
-    def resolve(entry: str) -> Path:
-        if entry != "cache":
-            folder = Path(entry).expanduser()
-            return folder if folder.exists() or len(folder.parts) > 1 else cache_root() / entry
-        fingerprint = target_fingerprint(target.model)
-        mine = [folder for folder in sorted(cache_root().glob("*-*")) if (folder / "manifest.json").exists()
-                and read_manifest(folder)["target"] == fingerprint]
-        if not mine:
-            raise UserError(f"no drafter data of this target under {cache_root()}: make it with "
-                            "`python -m core.train.drafter_data --preset gemma-270m --budget-tokens 1000000`")
-        return max(mine, key=lambda folder: len(done_shards(folder)))
-
-    def name(folder: Path) -> str:
-        """The folder's name, with its shard count while a build of it is unfinished: a run on part of
-        the data is cached apart from the run on all of it."""
-        manifest, shards = read_manifest(folder), len(done_shards(folder))
-        asked = manifest["runs"][-1]["budget_tokens"] if manifest["runs"] else 0
-        per_shard = manifest["settings"]["seq_len"] * manifest["settings"]["shard_sequences"]
-        return folder.name if shards * per_shard >= asked else f"{folder.name}@{shards}"
-
-    folders = [resolve(entry.strip()) for entry in choice.split(",") if entry.strip()]
-    data = drafter_data.load(folders, target_model=target.model)
-    print(f"[data] {', '.join(map(str, folders))}: {len(data):,} sequences, {data.tokens.numel():,} positions",
-          file=sys.stderr)
-    return "+".join(map(name, folders)), data
-
-
 def home_relative(path: Path | str) -> str:
     """``path`` as recorded in a model card: under the home folder as ``~/...`` (e.g. a run of
     ``core.train.scaling`` in the user's cache), so no card names the machine it was trained on;
@@ -126,18 +97,12 @@ def home_relative(path: Path | str) -> str:
     return ",".join(map(one, str(path).split(",")))
 
 
-def start_from(net: torch.nn.Module, folder: Path, target) -> None:
-    """Begin training from the weights in ``folder`` (a drafter of the same kind and shape); its
-    draft vocabulary is not taken: the LM head is the target's, so ``net`` may keep another one."""
-    _, state = load_folder(folder, folder.name, target.model)
-    state = {name: tensor.float() for name, tensor in state.items() if name != "draft_vocab"}
-    try:
-        missing, unexpected = net.load_state_dict(state, strict=False)
-    except RuntimeError as error:  # a weight of another size
-        raise UserError(f"{folder} is not a drafter of this shape: {error}") from None
-    if unexpected or set(missing) - {"draft_vocab"}:
-        raise UserError(f"{folder} is not a drafter of this shape (missing {missing}, unexpected {unexpected})")
-    print(f"[{folder.name}] starting from {folder}", file=sys.stderr, flush=True)
+def init_folder(init: Path, kind: str) -> Path:
+    """Where ``--init FOLDER`` starts ``kind`` from: ``FOLDER/kind``, or for a P-EAGLE without one there the
+    EAGLE-3 in ``FOLDER/eagle3`` (the same network less the placeholders)."""
+    if kind == PEagleDrafter.name and not (init / kind / "model.safetensors").exists():
+        return init / Eagle3Drafter.name
+    return init / kind
 
 
 def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: Path | None = None) -> float:
@@ -151,8 +116,9 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
     draft_vocab = eagle.draft_vocabulary(data, str(args.draft_vocab), target.vocab_size)
     net = eagle.new_net(target.model, kind, layers, INTERMEDIATE, draft_vocab)
     if args.init is not None:
-        start_from(net, args.init / kind, target)
-    ttt = min(args.ttt_steps, recipe.ttt_steps)  # EAGLE-1 trains without training-time test
+        start_from(net, init_folder(args.init, kind), target)
+    # EAGLE-1 trains without training-time test; P-EAGLE on every depth it drafts
+    ttt = recipe.ttt_steps if recipe.parallel_tokens else min(args.ttt_steps, recipe.ttt_steps)
     feature_weight = recipe.feature_weight
     steps = args.eagle3_steps if recipe.fused_layers else args.eagle_steps
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
@@ -163,7 +129,7 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
                "batch": args.batch, "lr": args.lr, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
-               "seed": args.seed, "init": None if args.init is None else home_relative(args.init / kind)}
+               "seed": args.seed, "init": None if args.init is None else home_relative(init_folder(args.init, kind))}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
     save_folder(out / kind, saved, net)

@@ -24,7 +24,8 @@ import torch
 from core.drafters.base import DraftShape
 from core.common.files import lab_cache
 from core.train import eagle, heldout
-from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, load_stored_data, subset, train_eagle
+from core.train.drafter_data import load_stored_data
+from core.train.gemma_drafters import DRAFT_VOCAB, EAGLE_LR, HELDOUT_DATA, init_folder, subset, train_eagle
 
 DEPTH = 6  # the chain the held-out decode drafts: acceptance at depths 1..DEPTH
 # the weights as trained, over their draft vocabulary alone: the engine's context columns (on by default)
@@ -37,12 +38,14 @@ def run_key(kind: str, fraction: float, args) -> str:
     """The cache name of one run: what it trained on and how (a learning rate or vocabulary other
     than the default, and the weights it started from, by their digest, only when given)."""
     key = f"v{SCALING_VERSION}-{args.data}-{kind}-f{fraction:g}-s{args.steps}-seed{args.seed}"
+    if args.batch != 8:
+        key += f"-b{args.batch}"
     if args.lr != EAGLE_LR:
         key += f"-lr{args.lr:g}"
     if args.draft_vocab != str(DRAFT_VOCAB):
         key += f"-vocab{args.draft_vocab}"
     if args.init is not None:
-        weights = (args.init / kind / "model.safetensors").read_bytes()
+        weights = (init_folder(args.init, kind) / "model.safetensors").read_bytes()
         key += f"-from{hashlib.sha256(weights).hexdigest()[:8]}"
     return key
 

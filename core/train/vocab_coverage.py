@@ -24,7 +24,7 @@ from safetensors import safe_open
 from core.api import target_greedy
 from core.models.prompts import PROMPT_SETS, load_prompts
 from core.studies.bench import language
-from core.train.gemma_drafters import load_stored_data
+from core.train.drafter_data import load_stored_data
 from core.train.heldout import HELDOUT_NEW_TOKENS
 
 
