@@ -30,7 +30,8 @@ def test_every_trace_the_engine_writes_reads_back(traces):
         trace = read_trace(path)
         assert [s.to_dict() for s in trace.steps] == [
             line | {"expansion": line.get("expansion"), "decision": line.get("decision"), "inspect": line.get("inspect"),
-                    "wait_s": line.get("wait_s"), "disturbed": line.get("disturbed", "")}  # older traces have none
+                    "wait_s": line.get("wait_s"), "disturbed": line.get("disturbed", ""),
+                    "draft_forward_s": line.get("draft_forward_s")}  # older traces have none
             for line in lines[1:-1]], name
         assert trace.summary["tokens"] == lines[-1]["tokens"] and trace.header["prompt"] == lines[0]["prompt"]
     assert read_trace(traces["eagle3"]).steps[0].expansion.kept_as

@@ -1,6 +1,10 @@
 """Where the time goes: one request as lanes of steps, each step a bar split into drafting and
 verifying time, scaled to the measured seconds, with the tokens it emitted marked at its end.
 
+A drafting bar is cut where the engine timed each drafting forward (``StepRecord.draft_forward_s``): EAGLE-3's
+chain of k shows k pieces, P-EAGLE's one forward one piece, and the rest of the drafting time (choosing the
+tree) a last piece.
+
 Step by step draws two lanes: the run itself, from its StepRecords, and plain decoding -- one step
 per token, each as long as the run's plain reference (``core.records.metrics.plain_reference``: the
 value its why-lines and break-even point read), which the lane's note names. Compare draws one lane per drafter from
@@ -30,11 +34,20 @@ class Lane:
     verify_s: list[float]
     tokens: list[int]  # emitted per step
     wall_s: float | None = None  # the run's whole engine time, when it is known (``RunResult.wall_s``)
+    draft_forward_s: list[tuple[float, ...]] | None = None  # per step, each drafting forward's seconds
 
     @classmethod
     def of(cls, name: str, records: list[StepRecord], wall_s: float | None = None) -> "Lane":
         return cls(name, [r.draft_s for r in records], [r.verify_s for r in records], [len(r.emitted) for r in records],
-                   wall_s)
+                   wall_s, [tuple(r.draft_forward_s or ()) for r in records])
+
+    def draft_segments(self, step: int) -> list[float]:
+        """Step ``step``'s drafting bar in pieces: one per drafting forward the engine timed (EAGLE-3's k,
+        P-EAGLE's one), then the rest of its drafting time (choosing and building the tree); one piece
+        when no forward was timed."""
+        forwards = list(self.draft_forward_s[step]) if self.draft_forward_s else []
+        rest = self.draft_s[step] - sum(forwards)
+        return [*forwards, rest] if forwards and rest > 0 else forwards or [self.draft_s[step]]
 
     @classmethod
     def plain(cls, name: str, tokens: int, forward_s: float) -> "Lane":
@@ -68,15 +81,22 @@ def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
     for part, color in (("draft", COLORS["proposed"]), ("verify", COLORS["target"])):
         x, base, y, hover = [], [], [], []
         for lane in lanes:
-            seconds = lane.draft_s if part == "draft" else lane.verify_s
-            for i, (start, draft, value) in enumerate(zip(lane.starts, lane.draft_s, seconds)):
-                x.append(value)
-                base.append(start + (draft if part == "verify" else 0.0))
-                y.append(lane.name)
-                hover.append(t("time.hover", lang, step=i + 1, part=t(f"time.{part}", lang), ms=value * 1e3,
-                               tokens=lane.tokens[i]))
+            for i, (start, draft, verify) in enumerate(zip(lane.starts, lane.draft_s, lane.verify_s)):
+                pieces = lane.draft_segments(i) if part == "draft" else [verify]
+                offset = start + (draft if part == "verify" else 0.0)
+                timed = len(lane.draft_forward_s[i]) if part == "draft" and lane.draft_forward_s else 0
+                for j, value in enumerate(pieces):
+                    x.append(value)
+                    base.append(offset)
+                    offset += value
+                    y.append(lane.name)
+                    what = t(f"time.{part}", lang)
+                    if timed:
+                        what = t("time.forward", lang, n=j + 1, of=timed) if j < timed else t("time.draft_rest", lang)
+                    hover.append(t("time.hover", lang, step=i + 1, part=what, ms=value * 1e3, tokens=lane.tokens[i]))
         fig.add_trace(go.Bar(x=x, base=base, y=y, orientation="h", name=t(f"time.{part}", lang), marker_color=color,
-                             marker_line={"color": "white", "width": 0.5}, hovertext=hover, hoverinfo="text"))
+                             marker_line={"color": "white", "width": 1 if part == "draft" else 0.5},
+                             hovertext=hover, hoverinfo="text"))
     other = [lane for lane in lanes if lane.total_s > lane.steps_s]
     if other:
         fig.add_trace(go.Bar(

@@ -1,7 +1,9 @@
 """The one small interface every drafter implements, and helpers they share."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from time import perf_counter
 from typing import TYPE_CHECKING, Callable
 
 import torch
@@ -186,6 +188,7 @@ class Drafter:
         self.shape = shape
         self.max_nodes = shape.num_nodes if shape else 0  # the largest tree it can propose
         self.forwards = 0  # drafting forwards this run
+        self._forward_log: list[float] = []  # seconds of each drafting forward, in order (``counted_forward``)
         self.model_path: str | None = None  # the draft model folder, when there is one
         self.hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
         # into transformers' hidden_states: 0 = embeddings, -1 = after the final norm)
@@ -199,6 +202,20 @@ class Drafter:
     def names(cls) -> tuple[str, ...]:
         """The names a run may ask for this drafter by: its own and its ``aliases``, in display order."""
         return tuple(cls.aliases) if cls.aliases else (cls.name,)
+
+    @property
+    def forward_log(self) -> list[float]:
+        """Seconds of each drafting forward so far, in order: the engine records a step's share of it
+        (``StepRecord.draft_forward_s``), so a timeline draws EAGLE-3's k forwards against P-EAGLE's one."""
+        return self._forward_log
+
+    @contextmanager
+    def counted_forward(self):
+        """Around one drafting forward: counts it (``forwards``) and logs its seconds (``forward_log``)."""
+        start = perf_counter()
+        yield
+        self._forward_log.append(perf_counter() - start)
+        self.forwards += 1
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         """Begin a run; ``capacity_tokens`` bounds the tokens a cache must hold."""
@@ -253,6 +270,10 @@ class Wrapper(Drafter):
         self.hidden_layers = inner.hidden_layers
         self.model_path = inner.model_path
         self.renumbering: dict[int, int] | None = None  # None: the inner tree's numbers
+
+    @property
+    def forward_log(self) -> list[float]:
+        return self.inner.forward_log
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.inner.start(prompt_ids, capacity_tokens)

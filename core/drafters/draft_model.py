@@ -100,8 +100,8 @@ class DraftModelDrafter(Drafter):
             self.kv = PagedKVCache.for_model(model, num_blocks, self.block_size).new_request()
             self.kv.begin_step()  # made mid-step: its step log starts now, as a batch step would start it
         catch_up = ctx.tokens[self.synced :]
-        logits = forward_segment(model, self.kv, self._draft_ids(catch_up), chain_parents(len(catch_up)))
-        self.forwards += 1
+        with self.counted_forward():
+            logits = forward_segment(model, self.kv, self._draft_ids(catch_up), chain_parents(len(catch_up)))
         self.kv.commit(list(range(len(catch_up))))
         self.synced += len(catch_up)
 
@@ -120,8 +120,9 @@ class DraftModelDrafter(Drafter):
             fed_parents = fed_parents + [
                 -1 if tree.parents[n] < 0 else self.fed.index(tree.parents[n]) for n in level_nodes
             ]
-            logits = forward_segment(model, self.kv, self._draft_ids([tree.tokens[n] for n in level_nodes]), fed_parents)
-            self.forwards += 1
+            with self.counted_forward():
+                logits = forward_segment(model, self.kv, self._draft_ids([tree.tokens[n] for n in level_nodes]),
+                                         fed_parents)
             self.fed += level_nodes
             frontier = list(zip(level_nodes, self.columns.proposable(logits)))
         return tree

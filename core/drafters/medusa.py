@@ -260,6 +260,6 @@ class MedusaDrafter(Drafter):
         if self.context is not None:
             self.context.read(ctx.tokens)
         columns = self.heads.columns if self.context is None else self.context.columns
-        head_logits = columns.proposable(self.heads(self.feature, self.context)).float()  # [K, columns]
-        self.forwards += 1
+        with self.counted_forward():
+            head_logits = columns.proposable(self.heads(self.feature, self.context)).float()  # [K, columns]
         return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator, columns)

@@ -48,6 +48,7 @@ class Proposal:
     tree: DraftTree
     draft_s: float  # seconds the drafter took to propose ``tree``
     blocks_before: int  # blocks in the request's table before the verify
+    draft_forward_s: tuple[float, ...] = ()  # seconds of each drafting forward within ``draft_s``
 
 
 @dataclass
@@ -236,10 +237,12 @@ class SpeculativeDecoder:
     def make_proposal(self) -> Proposal:
         """This step's draft tree from the drafter, timed, with the root it hangs from."""
         run = self.state
+        log = self.drafter.forward_log
+        logged = len(log)
         t0 = perf_counter()
         tree = self.propose(run.tokens, self.settings.max_new_tokens - len(run.new_tokens), self.generator)
         return Proposal(root=run.tokens[-1], tree=tree, draft_s=perf_counter() - t0,
-                        blocks_before=len(self.kv.block_table))
+                        blocks_before=len(self.kv.block_table), draft_forward_s=tuple(log[logged:]))
 
     def complete_step(self, proposal: Proposal, target: TargetView, hidden: list[torch.Tensor],
                       verify_s: float, wait_s: float | None = None) -> StepRecord | None:
@@ -261,7 +264,7 @@ class SpeculativeDecoder:
             step_index=run.totals.steps - 1, root=proposal.root, tree=tree, target=target, acceptance=acceptance,
             emitted_tokens=emitted.tokens, emitted_kinds=emitted.kinds, commit_stats=commit_stats,
             blocks_before=proposal.blocks_before, draft_s=proposal.draft_s, verify_s=verify_s,
-            new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
+            draft_forward_s=proposal.draft_forward_s, new_tokens_total=len(run.new_tokens), target_forwards_total=run.totals.steps,
             run_finished=self.finished, wait_s=wait_s, disturbed=label))
 
     def disturbance(self, draft_s: float, verify_s: float, wait_s: float | None, emitted: int) -> str:

@@ -67,6 +67,7 @@ class StepOutcome:
     blocks_before: int  # blocks in the request's table before the verify
     draft_s: float  # seconds drafting this step's tree
     verify_s: float  # seconds of the target's verify forward
+    draft_forward_s: tuple[float, ...] = ()  # seconds of each drafting forward within ``draft_s``
     new_tokens_total: int  # output tokens of the run after this step
     target_forwards_total: int  # target forwards of the run after this step (prefill not counted)
     run_finished: bool  # this step ended the run
@@ -104,6 +105,7 @@ class StepRecorder:
             draft_kv_blocks=None if (draft_kv := self.drafter.own_kv()) is None else draft_kv.cache.pool.blocks_in_use,
             draft_s=round(outcome.draft_s, 6),
             verify_s=round(outcome.verify_s, 6),
+            draft_forward_s=[round(x, 6) for x in outcome.draft_forward_s] or None,
             finished=outcome.run_finished,
             expansion=self._expansion(),
             decision=self._decision(outcome),

@@ -108,6 +108,7 @@ class StepRecord:
     wait_s: float | None = None  # seconds of draft and verify the engine's thread waited for a core (None: not measured)
     disturbed: str = ""  # "" | "cpu" | "slow" | "plain": why its times are not this machine's undisturbed
     # times (``core.common.timing.disturbed``); counts are facts either way
+    draft_forward_s: list[float] | None = None  # seconds of each drafting forward within draft_s (None: none timed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}

@@ -296,6 +296,7 @@ class TraceStep(_Record):
     inspect: TraceInspect | None = None  # traces written before it was recorded have none
     wait_s: Seconds | None = None
     disturbed: Literal["", "cpu", "slow", "plain"] = ""
+    draft_forward_s: Annotated[list[Seconds], Field(max_length=MAX_DEPTH + 1)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "TraceStep":

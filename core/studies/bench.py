@@ -228,6 +228,7 @@ def summarize(timings: dict[str, list[list[Timing]]], baseline: str, prompts: li
             "tau": totals.tau if totals.steps else None,
             "acceptance_rate": totals.acceptance_rate if totals.draft_tokens else None,
             "per_position_acceptance": totals.per_position_acceptance if totals.drafts else None,  # depth 1, 2, ...
+            "draft_ms": totals.draft_s / totals.drafts * 1e3 if totals.drafts else None,  # per drafting step
             "target_forwards": totals.steps,
             "new_tokens": sum(len(t.tokens) for t in every),
             "identical_to_baseline": None if sampled else all(
@@ -495,8 +496,9 @@ def markdown_table(result: dict) -> str:
            if result.get("temperature") else "")
         + f"; {result.get('hardware', 'unknown hardware')}, {result['torch_threads']} torch thread(s)",
         "",
-        "| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | depth 1 | identical |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| configuration | tokens/s | speedup | zh / en | worst prompt | τ | acceptance | depth 1 | draft ms/step "
+        "| identical |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def fmt(x, pattern):
@@ -515,13 +517,14 @@ def markdown_table(result: dict) -> str:
                 f"{fmt(row['tau'] if 'tau' in row else row['mean_acceptance_length'], '{:.2f}')} | "
                 f"{fmt(row['acceptance_rate'], '{:.1%}')} | "
                 f"{fmt((row.get('per_position_acceptance') or [None])[0], '{:.3f}')} | "
+                f"{fmt(row.get('draft_ms'), '{:.1f}')} | "
                 f"{IDENTICAL[row['identical_to_baseline']]} |"
             )
     for name, reason in result.get("hf_skipped", {}).items():
-        lines.append(f"| transformers {name} | not run: {reason} | | | | | | | |")
+        lines.append(f"| transformers {name} | not run: {reason} | | | | | | | | |")
     for prefix, info in (("vLLM-CPU ", "vllm_info"), ("llamacpp:", "llamacpp_info")):
         for name, reason in result.get(info, {}).get("skipped", {}).items():
-            lines.append(f"| {prefix}{name} | not run: {reason} | | | | | | | |")
+            lines.append(f"| {prefix}{name} | not run: {reason} | | | | | | | | |")
     if "generate" in result["hf"]:
         ratio = result["hf"]["generate"]["ours_none_vs_generate"]
         lines += ["", f"Plain decoding through the engine (`none`) against transformers' `generate()`: "
