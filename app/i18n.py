@@ -24,6 +24,53 @@ TEXT: dict[str, tuple[str, str]] = {
         "Every chart comes from the engine's step records (StepRecord). The `tiny` preset is a small pair trained in "
         "this project; the `gemma-270m` preset is under the Gemma Terms of Use.",
     ),
+    # ---- the glossary under the page (app/views/glossary.py): one line per symbol or short form ---------
+    "gloss.title": ("页面上的符号和缩写", "Symbols and short forms on this page"),
+    "gloss.tau": ("**τ**：每次目标前向写出的 token 数，即被接受的草稿 token 加上目标自己给出的 1 个。普通解码恒为 1；"
+                  "越大，省下的前向越多。",
+                  "**τ**: tokens written per target forward, that is the drafted tokens it accepted plus the one "
+                  "the target adds itself. Plain decoding always has 1; the higher, the more forwards saved."),
+    "gloss.alpha": ("**α**：接受率，目标保留的草稿 token 占全部草稿 token 的比例。加速比公式假设每个草稿 token 都以同样的"
+                    "概率 α 各自独立地被接受。",
+                    "**α**: acceptance rate, the share of drafted tokens the target keeps. The speedup formula "
+                    "assumes each one is kept with this same chance, independently of the others."),
+    "gloss.k": ("**k**（如 k=4）：草稿深度，草稿每步最多猜几个 token（草稿树则是它的层数）。",
+                "**k** (as in k=4): draft depth, the most tokens the draft guesses per step (for a draft tree, "
+                "its number of levels)."),
+    "gloss.k_auto": ("**k=auto≤8**：由控制器每一步决定起草多深、检查多少（0 到 8 个），依据是这次运行到目前为止测到的"
+                     "接受情况和耗时。",
+                     "**k=auto≤8**: the controller decides each step how deep to draft and how much to check, from "
+                     "0 up to 8 tokens, from what this run has measured so far (acceptance and timings)."),
+    "gloss.tree": ("**tree 2x3**：草稿树，每个位置猜 2 个候选、共 3 层；**tree auto≤4x6** 表示由控制器在 4x6 的树里"
+                   "挑出值得检查的部分。",
+                   "**tree 2x3**: a draft tree with 2 guesses at each position, 3 levels deep; **tree auto≤4x6**: "
+                   "the controller keeps the part of a 4x6 tree worth checking."),
+    "gloss.n_nodes": ("**N=16**：EAGLE 的节点上限：它展开草稿树之后，只留下最有把握的 16 个节点交给目标检查。",
+                      "**N=16**: EAGLE's node limit: after growing its draft tree it keeps the 16 nodes it is surest "
+                      "of for the target to check."),
+    "gloss.c": ("**c**：起草成本，起草一个位置所花的时间，以一次单 token 目标前向为单位（c = 0.1 就是十分之一次前向）。",
+                "**c**: draft cost, the time to draft one position, counted in one-token target forwards (c = 0.1 "
+                "is a tenth of a forward)."),
+    "gloss.v": ("**v(n)**、**v**：验证成本，目标模型一次前向处理 n 个 token 所花的时间，以单 token 前向为单位。v(1) = 1；"
+                "前向受内存带宽限制时，v 接近 1。",
+                "**v(n)**, **v**: verify cost, the time of one target forward over n tokens, counted in one-token "
+                "forwards. v(1) = 1; while a forward is memory-bound, v stays near 1."),
+    "gloss.p_q": ("**p**、**q**、**x**：目标模型（p）和草稿（q）给 token x 的概率，写作 p(x)、q(x)；草稿抽出的 x 以 "
+                  "min(1, p(x)/q(x)) 的概率被保留。",
+                  "**p**, **q**, **x**: the probability the target (p) and the draft (q) give a token x, written "
+                  "p(x) and q(x); a drafted x is kept with chance min(1, p(x)/q(x))."),
+    "gloss.nats": ("**nats**：熵的单位（用自然对数算）。0 表示模型完全确定；ln 5 ≈ 1.61 相当于在 5 个同样可能的 token "
+                   "之间拿不定主意。",
+                   "**nats**: the unit of entropy, with the natural logarithm. 0 means the model is certain; "
+                   "ln 5 ≈ 1.61 is as unsure as a choice among five equally likely tokens."),
+    "gloss.prefix": ("**前缀×12**：注意力 mask 图里的一列，代表已经确定的 12 个 token（提示词和已写出的部分），每个查询 "
+                     "token 都能看到它们。",
+                     "**prefix×12**: one column of an attention-mask picture standing for the 12 tokens already "
+                     "committed (the prompt and what is written so far), which every query token sees."),
+    "gloss.knee": ("**拐点**：一次前向的 token 数多到它的时间达到单 token 前向的 1.5 倍的那一点；在它之前，多验证几个 "
+                   "token 几乎不花时间。",
+                   "**knee**: the fewest tokens per forward at which the forward takes 1.5× a one-token forward; "
+                   "below it, checking a few more tokens costs almost nothing."),
     "tab.step": ("逐步演示", "Step by step"),
     "tab.compare": ("比较草稿方法", "Compare drafters"),
     "tab.classroom": ("课堂：我爱中国", "Classroom: 我爱中国"),
@@ -163,6 +210,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "predict.kept": ("目标保留了：**{kept}**", "The target kept: **{kept}**"),
     "predict.score": ("这一步猜对 {right}/{total} 个；累计 **{all_right}/{all_total}**",
                       "This step: {right} of {total} right; so far **{all_right} of {all_total}**"),
+    "predict.unjudged": ("不计分：有 {n} 个草稿 token 排在被拒绝的 token 之后，目标根本没有检查它们。",
+                         "Not scored: {n} tokens drafted after a refused one, which the target never checked."),
     "predict.done": ("这次运行已经结束：在第二部分按“重置”可以重新开始", "this run is over: press Reset in part 2 "
                      "to start again"),
     "predict.batch_q": ("**再猜一个**：同时服务很多请求时（批大小 {batch}），{drafter} 还能加速吗？",
@@ -171,14 +220,19 @@ TEXT: dict[str, tuple[str, str]] = {
     "predict.your_guess": ("你的答案", "Your answer"),
     "predict.yes": ("能", "yes"),
     "predict.no": ("不能", "no"),
-    "predict.batch_yes": ("**能**。实测在批大小 {batch} 时 {drafter} 是普通解码的 {speedup:.2f} 倍（{source}）。",
-                          "**Yes.** Measured at batch {batch}, {drafter} ran {speedup:.2f}× plain decoding "
-                          "({source})."),
-    "predict.batch_no": ("**不能**。实测在批大小 {batch} 时 {drafter} 只有普通解码的 {speedup:.2f} 倍（{source}）："
-                         "批很大时，目标的一次前向已经在算很多 token，验证草稿的额外 token 不再“免费”。",
-                         "**No.** Measured at batch {batch}, {drafter} ran at {speedup:.2f}× plain decoding "
-                         "({source}): with a large batch one target forward already computes many tokens, so "
-                         "verifying drafted tokens is no longer free."),
+    "predict.batch_yes": ("**能**。本项目在 {device} 上实测（{source}）：批大小 {batch} 时 {drafter} 是普通解码的 "
+                          "{speedup:.2f} 倍。",
+                          "**Yes.** Measured by this project on a {device} ({source}): at batch {batch}, {drafter} "
+                          "ran {speedup:.2f}× plain decoding."),
+    "predict.batch_no": ("**不能**。本项目在 {device} 上实测（{source}）：批大小 {batch} 时 {drafter} 只有普通解码的 "
+                         "{speedup:.2f} 倍。批很大时，目标的一次前向已经在算很多 token，验证草稿的额外 token 不再“免费”。",
+                         "**No.** Measured by this project on a {device} ({source}): at batch {batch}, {drafter} ran "
+                         "at {speedup:.2f}× plain decoding. With a large batch one target forward already computes "
+                         "many tokens, so verifying drafted tokens is no longer free."),
+    "predict.article": ("第 3 部分引用的约 1.38 倍是另一台机器上的数：参考文章给出的 EAGLE-3 在 GPU 上、批大小 64 时"
+                        "的吞吐提升。",
+                        "The 1.38× quoted in Part 3 comes from another machine: the article's throughput gain for "
+                        "EAGLE-3 at batch 64 on a GPU."),
     "btn.play": ("播放", "Play"),
     "btn.pause": ("暂停", "Pause"),
     "btn.stop": ("停止", "Stop"),
@@ -221,6 +275,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "tree.q": ("草稿置信度", "draft confidence"),
     "tree.p": ("目标概率", "target probability"),
     "tree.proposer": ("提出者", "proposed by"),
+    "tree.size_note": ("大小：目标模型在该处的熵，{lo:.2f}–{hi:.2f} nats", "size: the target's entropy there, "
+                       "{lo:.2f}–{hi:.2f} nats"),
+    "tree.opacity_note": ("不透明度：被保留的概率 min(1, p/q)，{lo:.2f}–{hi:.2f}",
+                          "opacity: chance kept, min(1, p/q), {lo:.2f}–{hi:.2f}"),
     # ---- the lesson's panels: why it is lossless, where the time goes, break-even, hover ------------
     "kind.folded": ("未检查的分支（已折叠）", "unreached branch (folded)"),
     "tree.folded": ("这里折叠了 {n} 个目标模型没有检查到的节点（它们挂在被拒绝或被剪掉的节点下面）。勾选“展开整棵树”可以看到它们。",
@@ -274,6 +332,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "time.tokens": ("这一步写出的 token 数", "tokens written by the step"),
     "time.hover": ("第 {step} 步 · {part}：{ms:.1f} ms · 写出 {tokens} 个 token",
                    "step {step} · {part}: {ms:.1f} ms · {tokens} tokens written"),
+    "time.forward": ("起草前向 {n}/{of}", "drafting forward {n} of {of}"),
+    "time.draft_rest": ("起草：选树与其余", "drafting: choosing the tree, the rest"),
     "time.total": ("{s:.2f} s · {tokens} 个 token", "{s:.2f} s · {tokens} tokens"),
     "time.axis": ("引擎时间（秒，不含两步之间的等待）", "engine time (s, waits between steps excluded)"),
     "time.run": ("推测解码（本次运行）", "speculative (this run)"),
@@ -336,6 +396,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "live.running": ("累计", "running"),
     "live.position": ("草稿位置", "draft position"),
     # ---- the step sentence ---------------------------------------------------------------------
+    "say.forwards": ("（草稿用了 {n} 次起草前向，共 {ms:.1f} ms）", " (drafted in {n} drafter forward(s), {ms:.1f} ms)"),
     "say.step": ("<strong>第 {step} 步：</strong>{what}——目前平均每次目标前向产出 <strong>{rate:.2f}</strong> 个 token"
                  "。",
                  "<strong>Step {step}:</strong> {what} — <strong>{rate:.2f}</strong> tokens per target forward so far"
@@ -552,6 +613,31 @@ TEXT: dict[str, tuple[str, str]] = {
                       "tokens/s."),
     "quant.peer": ("同一次运行里，llama.cpp（Q4_K_M，同一个 GGUF）最快 {peer:.1f} token/秒。",
                    "In the same run, llama.cpp (Q4_K_M, the same GGUF) reached {peer:.1f} tokens/s at best."),
+    "class.parallel": ("### 自回归起草与并行起草：EAGLE-3 对 P-EAGLE\n"
+                       "EAGLE-3 起草 k 个 token 要跑 k 次起草网络：第 d 个 token 要等第 d−1 个的输出。P-EAGLE 用同一个"
+                       "网络，在还没起草的位置上放占位输入（最新的真实特征加上每个深度学到的偏移、每个深度学到的词向量），"
+                       "一次前向就给出整步的 k 个猜测。代价是：第 d 个位置的猜测看不到它前面猜了什么，越深越容易猜错。下图是本项目在一台 CPU 上的实测。",
+                       "### Drafting one token at a time, or all at once: EAGLE-3 against P-EAGLE\n"
+                       "EAGLE-3 drafts k tokens in k drafter forwards: token d waits for the drafter's output at d−1. "
+                       "P-EAGLE keeps the same network and puts placeholder inputs (the newest true feature shifted by a "
+                       "learned offset, and a learned token embedding, per depth) at the positions not drafted yet, so one forward guesses all k "
+                       "tokens of a step. The price: the guess at position d cannot see what was guessed before it, so "
+                       "it misses more often the deeper it goes. Below: the project's own measurement on one CPU."),
+    "par.plot_draft": ("每步起草时间（ms）", "Drafting time per step (ms)"),
+    "par.plot_accept": ("按深度的接受率（k = 8 的链）", "Acceptance by depth (chain of k = 8)"),
+    "par.axis_draft": ("ms/步", "ms per step"),
+    "par.axis_depth": ("草稿深度", "draft depth"),
+    "par.axis_accept": ("接受率", "acceptance"),
+    "par.none": ("还没有随项目发布的 EAGLE-3 / P-EAGLE 对比测量。", "No shipped EAGLE-3 / P-EAGLE measurement yet."),
+    "par.caption": ("在 {hardware} 上：k = 5 时 EAGLE-3 每步起草 {e_ms:.1f} ms，P-EAGLE 一次前向 {p_ms:.1f} ms"
+                    "（{share:.0%}）。第 1 个位置两者的接受率相近（{e1:.2f} 对 {p1:.2f}），到第 {depth} 个位置是 "
+                    "{e_deep:.2f} 对 {p_deep:.2f}：并行省下的时间，要拿深处的接受率来换。同一次运行里让控制器自己"
+                    "决定深度的加速比：{speedups}；这台 CPU 上最好的是 {best}。",
+                    "On {hardware}: at k = 5 EAGLE-3 drafts a step in {e_ms:.1f} ms, P-EAGLE's one forward in "
+                    "{p_ms:.1f} ms ({share:.0%}). At position 1 they accept alike ({e1:.2f} against {p1:.2f}); at "
+                    "position {depth}, {e_deep:.2f} against {p_deep:.2f}: the time parallel drafting saves is paid "
+                    "for in acceptance at depth. With the controller choosing the depth, the same run measured "
+                    "{speedups}; the best on this CPU is {best}."),
     "class.ledger": ("到目前为止：**{tokens}** 个新 token 用了 **{forwards}** 次目标前向；目标模型单独生成要 "
                      "{tokens} 次，省下 **{saved}** 次。",
                      "So far: **{tokens}** new tokens took **{forwards}** target forwards; the target alone would "
@@ -627,23 +713,36 @@ TEXT: dict[str, tuple[str, str]] = {
     # ---- issue 29 point 7: classroom shape line, serving scene, replay, serving view, monitor ----------
     "class.shape_none": ("**none**：不起草，目标模型单独生成，每次前向 1 个 token（对照组）。",
                          "**none**: no draft; the target alone, one token per forward (the baseline)."),
-    "class.shape_chain": ("**{drafter}**：草稿每步猜一条 {k} 个 token 的链，目标一次前向验证整条链。",
-                          "**{drafter}**: the draft guesses a chain of {k} tokens per step; one target forward "
-                          "checks the whole chain."),
+    "class.shape_chain": ("**{drafter}**：草稿每步猜一条最多 {k} 个 token 的链（快写满“最多新 token 数”时会短一些），"
+                          "目标一次前向验证整条链。",
+                          "**{drafter}**: the draft guesses a chain of up to {k} tokens per step (shorter as the "
+                          "run nears its token budget); one target forward checks the whole chain."),
     "class.shape_ngram": ("**ngram**：不用模型，在已写出的文字里找和结尾相同的片段，把它后面的最多 {k} 个 token 抄来当猜测"
                           "（找不到就不猜，这一步只得到目标自己的 1 个 token）。",
                           "**ngram**: no model; it looks for the text's last few tokens earlier in the text and "
                           "copies up to {k} tokens that followed them (no match, no guess: the step yields only "
                           "the target's own token)."),
-    "class.shape_hybrid": ("**hybrid**：把 n-gram 抄来的最多 {k} 个 token 和 EAGLE-3 猜的 {k} 个 token 合成一棵树，"
-                           "两边猜得一样的部分只留一份：每步 {k} 到 {most} 个节点，目标一次前向验证整棵树。",
-                           "**hybrid**: n-gram lookup's chain (up to {k} tokens) and EAGLE-3's chain of {k} merged "
-                           "into one tree, kept once where both guess alike: {k} to {most} nodes per step, all "
-                           "checked by one target forward."),
+    "class.shape_hybrid": ("**hybrid**：把 n-gram 抄来的链（前文有重复时才有）和 EAGLE-3 猜的链合成一棵树，两边猜得"
+                           "一样的部分只留一份：每步最多 {most} 个节点，目标一次前向验证整棵树。快写满“最多新 token 数”"
+                           "时两条链都会变短，最后一步可能什么也不起草；下面几行记着这次运行每步实际起草了多少。",
+                           "**hybrid**: n-gram lookup's chain (only where the text repeats) and EAGLE-3's chain "
+                           "merged into one tree, kept once where both guess alike: at most {most} nodes per step, "
+                           "all checked by one target forward. As the run nears its token budget both chains get "
+                           "shorter, and the last step may draft nothing; the lines below count what this run "
+                           "really drafted."),
     "class.drafted": ("这次运行每个起草的步骤起草了 {low}–{high} 个 token（共 {steps} 步起草）。",
                       "This run drafted {low}–{high} tokens in each step that drafted ({steps} such steps)."),
     "class.drafted_one": ("这次运行每个起草的步骤起草了 {low} 个 token（共 {steps} 步起草）。",
                           "This run drafted {low} tokens in each step that drafted ({steps} such steps)."),
+    "class.drafted_none": ("另有 {n} 步什么也没起草，只得到目标自己的 1 个 token。",
+                           "{n} steps drafted nothing and gave only the target's own token."),
+    "predict.finished": ("这次预测的运行已经结束，每一步的猜测和结果都还在。再按一次“下一步：先猜”会丢掉它，从头开始新的一次运行。",
+                         "This prediction run is finished; every step's guess and verdict stay on the page. Pressing "
+                         "\u201cNext step: guess first\u201d once more drops it and starts a new run."),
+    "class.finished": ("这次运行已经结束，它的每一步都还留在页面上。再按一次“单步”或“一直运行到结束”会丢掉它，"
+                       "从头开始新的一次运行；想留着它，就别再按。",
+                       "This run is finished; its steps stay on the page. Pressing Step or Run to the end once more "
+                       "drops it and starts a new run; to keep it, leave the buttons alone."),
     "lesson.f4_title": ("在服务引擎（vLLM）里的同一步：一个请求的 KV 槽位", "The same step in a serving engine (vLLM): one "
                         "request's KV slots"),
     "lesson.stage1": ("① 草稿提出候选", "① draft proposes"),
@@ -826,13 +925,29 @@ TEXT: dict[str, tuple[str, str]] = {
                  "time: {table}. From n = {low} to {high} is {tokens_x:.1f}× the tokens for {time_x:.2f}× the time: "
                  "{verdict} (Source: the timings of this batch's {n} batched verify forwards, n = requests × padded "
                  "rows, medians; the first forward is a warm-up and left out.)"),
-    "serve.q1_point": ("n = {tokens}：{ms:.1f} ms（{count} 次）", "n = {tokens}: {ms:.1f} ms ({count}×)"),
-    "serve.q1_memory": ("时间涨得远比 token 慢，读权重占了大头（受内存带宽限制），多验证几个草稿 token 很便宜。",
-                        "time grows far slower than tokens, so reading the weights dominates (memory-bound) and a "
-                        "few more draft tokens are cheap to verify."),
-    "serve.q1_compute": ("时间几乎跟着 token 数一起涨，已经受算力限制，每个被拒的草稿 token 都要真花时间。",
-                         "time grows nearly in step with the tokens: compute-bound, every rejected draft token "
-                         "costs real time."),
+    "serve.q1_point": ("n = {tokens}：{ms:.1f} ms（{count} 次前向的中位数）",
+                       "n = {tokens}: {ms:.1f} ms (median of {count} forwards)"),
+    "serve.q1_memory": ("受内存带宽限制：就算按计时分布里偏慢的一端算（每个 n 取中间一半的计时），时间的增长也最多只有 "
+                        "token 增长速度的 {most:.0%}，低于这个判断所要求的 {memory:.0%}。读权重占了大头，多验证几个草稿 "
+                        "token 很便宜。",
+                        "memory-bound: even at the slow end of their spread (the middle half of each n's timings) the "
+                        "times grow at most {most:.0%} as fast as the tokens, under the {memory:.0%} this verdict "
+                        "asks for. Reading the weights dominates, and a few more draft tokens are cheap to verify."),
+    "serve.q1_compute": ("受算力限制：就算按计时分布里偏快的一端算（每个 n 取中间一半的计时），时间的增长也至少有 token "
+                         "增长速度的 {least:.0%}，高于这个判断所要求的 {compute:.0%}。每个被拒的草稿 token 都要真花时间。",
+                         "compute-bound: even at the fast end of their spread (the middle half of each n's timings) "
+                         "the times grow at least {least:.0%} as fast as the tokens, over the {compute:.0%} this "
+                         "verdict asks for. Every rejected draft token costs real time."),
+    "serve.q1_unclear": ("还判断不了，因为在计时的分布里（每个 n 取中间一半的计时），时间的增长是 token 增长速度的 "
+                         "{least:.0%} 到 {most:.0%} 之间都有可能；判为受内存带宽限制要连偏慢的一端都低于 {memory:.0%}，"
+                         "判为受算力限制要连偏快的一端都高于 {compute:.0%}。多走几步再看。",
+                         "can't tell, since within their spread (the middle half of each n's timings) the times grow "
+                         "anywhere from {least:.0%} to {most:.0%} as fast as the tokens; memory-bound needs under "
+                         "{memory:.0%} even at the slow end, compute-bound over {compute:.0%} even at the fast end. "
+                         "Step on for more timings."),
+    "serve.q1_few": ("还判断不了，因为至少要有两个 n 各计时 {timings} 次，才看得出计时本身波动多大；多走几步再看。",
+                     "can't tell yet, since it takes {timings} timings or more at each of two sizes n to see how much "
+                     "the timings themselves vary; step on for more."),
     "serve.q1_noise": ("时间和 token 数对不上（token 多了反而更快，或慢得比 token 还多），说明这台机器此刻的负载在波动，"
                        "多走几步再看。",
                        "time and tokens disagree (more tokens ran faster, or slowed more than the tokens grew), so "
@@ -987,6 +1102,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "why.all": ("检查全部 {chosen} 个草稿 token：预计这一步能得到约 {expected:.1f} 个 token，比目标模型单独写的 1 个多。",
                 "Checked all {chosen} drafted tokens: this step should give about {expected:.1f} tokens, more than "
                 "the one token the target writes alone."),
+    "why.budget": ("这一步不起草：这次运行的额度（最多新 token 数）只剩 1 个 token，由目标模型自己写出，草稿没有位置了。",
+                   "No draft this step: only one token of the run's budget (Max new tokens) was left, and the "
+                   "target writes it itself, so there was no room for a draft."),
+    "why.depth_budget": ("起草 {depth} 层：这次运行的额度只剩 {left} 个 token，草稿再深也用不上。",
+                         "Drafted {depth} levels: only {left} tokens of the run's budget were left, so a deeper draft "
+                         "could not be used."),
     "why.numbers": ("具体数字", "The numbers"),
     "err.sessions_full": ("服务器已满：同时开着 {n} 个会话，这是它的上限。请过几分钟再试——空闲超过 {minutes} 分钟的会话会被关闭，"
                           "腾出位置。", "The server is full: {n} sessions are open, its limit. Try again in a few "
@@ -1011,11 +1132,16 @@ TEXT: dict[str, tuple[str, str]] = {
                             "moment, so the speed ratio above does not count."),
     "why.disturbed_words": ("（这一步计时时处理器正忙，时间数字不作数。）", "(The CPU was busy during this step: its "
                             "times do not count.)"),
-    "worth.runs_v_disturbed": ("计时受扰的运行的 v（不计入坐标范围）", "v of runs whose timing was disturbed (off "
+    "worth.runs_v_disturbed": ("计时受扰或离群的 v（不计入坐标范围）", "v of disturbed timings and outliers (off "
                                "the axis scale)"),
     "worth.run_v_disturbed": ("{label}：{n} 个 token 的验证，v = {v:.2f}——计时受扰（CPU 被占用），不是本机平时的开销",
                               "{label}: verifies of {n} tokens, v = {v:.2f} -- timing disturbed (the CPU was "
                               "shared), not this machine's usual cost"),
+    "worth.run_v_outlier": ("{label}：{n} 个 token 的验证，v = {v:.2f}——是预期 v({n}) 的 {times:.1f} 倍，属离群值，"
+                            "多半是计时时机器被别的任务占用，不是本机平时的开销，所以不计入坐标范围",
+                            "{label}: verifies of {n} tokens, v = {v:.2f} -- {times:.1f}× the expected v({n}), an "
+                            "outlier: most likely the machine was busy with other work while it was timed, so it is "
+                            "not this machine's usual cost and stays off the axis scale"),
     "ref.run": ("控制器对普通一步的测量（这次运行里未受扰的普通步骤，没有时用上一次运行的，再没有用验证开销曲线）",
                 "the controller's measure of a plain step (this run's undisturbed plain steps, else the last "
                 "run's, else the verify-cost curve's)"),
@@ -1078,9 +1204,11 @@ TEXT: dict[str, tuple[str, str]] = {
     "worth.measured_line": ("**实测**（本会话最近的运行 {label}）：加速 **{speedup}**（即下表“加速比”一列）。",
                             "**Measured** (this session's latest run, {label}): **{speedup}** speedup (the table's "
                             "“speedup” column)."),
-    "worth.untimed": ("没有计时：“逐步演示”没有基线可比，只有“比较”会把它和目标模型单独生成交替计时",
-                      "not timed: Step by step has no baseline to time against; Compare times a run against the "
-                      "target alone"),
+    "worth.measured_untimed": ("**实测**（本会话最近的运行 {label}）：没有加速比，因为这次运行没有计时：“逐步演示”没有基线可比；"
+                               "“比较”才会把每个运行和目标模型单独生成交替计时。",
+                               "**Measured** (this session's latest run, {label}): no speedup, since the run was "
+                               "not timed: Step by step has no baseline to time it against; Compare times each run "
+                               "against the target alone."),
     "worth.tau_gap": ("按它自己的 α = {alpha:.2f} 和 k = {k}，模型预测每次前向 τ = {tau_model:.2f} 个 token，实测是 "
                       "{tau:.2f}。",
                       "With its own α = {alpha:.2f} and k = {k}, the model predicts τ = {tau_model:.2f} tokens per "

@@ -21,14 +21,16 @@
   window.sdlGradioLocale(document.querySelector("#lang-toggle input:checked")?.value);
 
   // Presentation mode (the classroom's checkbox adds the class sdl-present to the page):
-  // arrow keys, Page Up/Down and space move between scenes, Esc leaves the mode.
+  // arrow keys, Page Up/Down and space move between scenes, Esc leaves the mode. Keys typed into a field
+  // (text, number, slider, list) stay there; a clicked answer (a button, a checkbox, a radio) keeps the focus
+  // after the click, and the keys must still reach the scenes.
   const keys = { ArrowRight: "lesson-next", PageDown: "lesson-next", " ": "lesson-next",
                  ArrowLeft: "lesson-prev", PageUp: "lesson-prev" };
+  const CLICKED_INPUTS = ["checkbox", "radio", "button", "submit"];
+  const typing = (target) => target && (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)
+                                        || target.tagName === "INPUT" && !CLICKED_INPUTS.includes(target.type));
   document.addEventListener("keydown", (event) => {
-    if (!document.body.classList.contains("sdl-present")) return;
-    const target = event.target;
-    if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName)
-                   && target.type !== "checkbox")) return;
+    if (!document.body.classList.contains("sdl-present") || typing(event.target)) return;
     if (event.key === "Escape") {
       const box = document.querySelector("#lesson-present input[type=checkbox]");
       if (box && box.checked) box.click();

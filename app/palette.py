@@ -12,7 +12,9 @@ DRAFTER_COLORS = {  # one hue per drafter (Tableau 10), the baseline dark; the d
     "medusa": "#b07aa1",
     "eagle": "#59a14f",
     "eagle3": "#e15759",
+    "peagle": "#edc948",
     "hybrid": "#9c755f",
+    "hybrid-peagle": "#c9a66b",
 }
 OTHER_DRAFTER = "#777777"  # a label that names no drafter
 

@@ -70,8 +70,9 @@ def _ordinal(n: int, lang: str) -> str:
     return f"the {n}{suffix}"
 
 
-def step_sentence(record: StepRecord, lang: str) -> str:
-    """One plain sentence of what the step did, e.g. "drafted 5, the target accepted 3 and corrected the 4th"."""
+def step_sentence(record: StepRecord, lang: str, budget: int | None = None) -> str:
+    """One plain sentence of what the step did, e.g. "drafted 5, the target accepted 3 and corrected the 4th";
+    ``budget``: the run's max_new_tokens, so a step the budget left no room to draft says so."""
     drafted, kept = len(record.nodes), record.accepted_length
     shape = "chain" if all(n.depth == i + 1 for i, n in enumerate(record.nodes)) else "tree"
     nxt = markdown_text(visible(record.next.text))
@@ -85,25 +86,42 @@ def step_sentence(record: StepRecord, lang: str) -> str:
         verb = "resampled" if resampled(record) else "corrected"
         what = t(f"say.{verb}_{shape}", lang, drafted=drafted, kept=kept, nth=_ordinal(kept + 1, lang),
                  token=nxt, guess=" / ".join(missed))
+    if drafted and record.draft_forward_s:  # EAGLE-3's chain of k: k forwards; P-EAGLE's: one
+        what += t("say.forwards", lang, n=len(record.draft_forward_s), ms=sum(record.draft_forward_s) * 1e3)
     rate = record.new_tokens_total / record.target_forwards_total
     sentence = t("say.step", lang, step=record.step + 1, what=what, rate=rate)
     if record.finished:
         sentence += " " + t("say.finished", lang, tokens=record.new_tokens_total, forwards=record.target_forwards_total)
     if record.decision is not None:
-        sentence += f'<div class="sdl-why">{decision_line(record, lang)}</div>'
+        sentence += f'<div class="sdl-why">{decision_line(record, lang, budget)}</div>'
+    elif draft_room(record, budget) == 0:
+        sentence += f'<div class="sdl-why">{t("why.budget", lang)}</div>'
     return sentence
 
 
-def decision_line(record: StepRecord, lang: str) -> str:
+def draft_room(record: StepRecord, budget: int | None) -> int | None:
+    """The most tokens the step could draft within the run's ``budget`` (max_new_tokens): the engine
+    drafts at most one fewer than the tokens left, the last one being the target's (None: no budget)."""
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return None
+    return max(0, budget - (record.new_tokens_total - len(record.emitted)) - 1)
+
+
+def decision_line(record: StepRecord, lang: str, budget: int | None = None) -> str:
     """Why the goodput controller verified as much as it did this step (``--k auto``), in plain words,
-    with the numbers behind it (expected and measured, in milliseconds) in a closed detail."""
-    d = record.decision
-    if d.probe:
+    with the numbers behind it (expected and measured, in milliseconds) in a closed detail. With the
+    run's ``budget`` (max_new_tokens), a step it cut short blames the budget, not the drafting cost."""
+    d, room = record.decision, draft_room(record, budget)
+    if room == 0:  # one token left: the target's own; the controller records this as "off"
+        why = t("why.budget", lang)
+    elif d.probe:
         why = t("why.probe", lang, depth=d.depth or 1)
     else:
         why = t(f"why.{d.reason}", lang, offered=d.offered, chosen=d.chosen, expected=d.expected_tokens)
         if d.depth and d.reason in ("part", "all"):  # traces written before the depth was recorded have None
-            why = t("why.depth", lang, depth=d.depth) + " " + why
+            depth = (t("why.depth_budget", lang, depth=d.depth, left=room + 1) if d.depth == room
+                     else t("why.depth", lang, depth=d.depth))
+            why = depth + " " + why
     realised = "—" if d.realised_gain is None else f"{d.realised_gain:.2f}"
     numbers = t("why.detail", lang, expected=d.expected_tokens, gain=d.expected_gain, tokens=len(record.emitted),
                 ms=(record.draft_s + record.verify_s) * 1e3, draft_ms=record.draft_s * 1e3,

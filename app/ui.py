@@ -1,5 +1,6 @@
-"""The page: a header with the language toggle, then one tab per view of ``VIEWS``. Per-session data
-lives in one ``gr.State`` (``app.session.Session``); models are cached by the engine across sessions."""
+"""The page: a header with the language toggle, one tab per view of ``VIEWS``, the glossary of its
+symbols under them. Per-session data lives in one ``gr.State`` (``app.session.Session``); models are
+cached by the engine across sessions."""
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,7 @@ from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .page_limits import RunGate, ServerLimits
 from .session import SESSIONS, close_session, ensure, forget_idle
-from .views import batch_sizes, classroom, compare, production, replay, serving_engine, stepper, worth
+from .views import batch_sizes, classroom, compare, glossary, production, replay, serving_engine, stepper, worth
 from .views.page import Page, View
 
 CSS_PATH = Path(__file__).with_name("page.css")
@@ -77,10 +78,11 @@ def build_app(default_preset: str = "tiny", lang: str = DEFAULT_LANG, policy: Mo
         page = Page(labels, state, lang_radio, preset_choices(default_preset), default_preset, policy, monitor_policy,
                     RunGate(limits))
         views = build_tabs(page)
+        symbols = glossary.build(page)  # under every tab: what each symbol on the page means
         labels.make(gr.Markdown, text="app.footer", elem_id="app-footer")
         lang_radio.change(None, lang_radio, js=GRADIO_LOCALE_JS)
         # a refused switch (a bad slider value sent to /language) is said in Step by step's status line
-        wire_language(page, list(views.values()), views["step"].status)
+        wire_language(page, [*views.values(), symbols], views["step"].status)
     return demo
 
 

@@ -117,7 +117,13 @@ def run_compare(page, drafters: list[str] | None, shapes: str, max_new_tokens: i
     page.fill("#cmp-max-new input", str(max_new_tokens))
     if repeats is not None:
         page.fill("#cmp-repeats input", str(repeats))
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    before = page.inner_text("#cmp-status")  # a run before this one may have said done already
     page.click("#cmp-run")
+    with contextlib.suppress(PlaywrightTimeout):  # this run's progress replaces it (unless it is done at once)
+        page.wait_for_function("b => document.querySelector('#cmp-status').innerText !== b", arg=before,
+                               timeout=10_000)
     page.wait_for_function("""() => { const s = document.querySelector('#cmp-status').innerText;
                                       return s.includes('完成') || s.includes('Done:'); }""", timeout=timeout_ms)
     page.wait_for_timeout(500)

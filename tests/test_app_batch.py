@@ -61,8 +61,9 @@ def test_figure_draws_throughput_and_latency_and_marks_the_crossover(sweep, lang
         line = next(trace for trace in fig.data if trace.showlegend is False and list(trace.x) == [knee[0]] * 2)
         assert ("拐点" if lang == "zh" else "knee") in line.text[-1]
     mark = next(trace for trace in fig.data if trace.showlegend is False)  # the dotted line at the crossover
-    assert list(mark.x) == [2, 2, 2] and mark.text[-1] == ("ngram 从这里起不再划算" if lang == "zh" else
-                                                         "ngram stops paying here")
+    label = next(note for note in fig.layout.annotations if note.yref == "y domain")  # its label, at its top
+    assert list(mark.x) == [2, 2] and label.text == ("ngram 从这里起不再划算" if lang == "zh" else
+                                                      "ngram stops paying here")
     verdict = verdict_markdown(result, lang)
     assert ("从批大小 **2** 起" if lang == "zh" else "from batch **2** on") in verdict
 

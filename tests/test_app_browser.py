@@ -155,7 +155,7 @@ def test_classroom_and_language_switch(page):
     assert "示意图" in page.inner_text("#lesson-caption")
     ledger = page.inner_text("#lesson-ledger")
     assert "次目标前向" in ledger and "和示意图不同" in ledger  # tiny writes poems, not 爱中国: the page says so
-    assert "一条 4 个 token 的链" in page.inner_text("#lesson-shape")  # tiny's drafter, in words
+    assert "一条最多 4 个 token 的链" in page.inner_text("#lesson-shape")  # tiny's drafter, in words
     assert "起草了 4 个 token" in ledger
     page.fill("#lesson-prompt textarea", "我")  # a setting changed mid-run: the run goes on, the page asks for Reset
     page.click("#lesson-step")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -201,13 +202,34 @@ def test_predict_mode_in_presentation_mode_scores_the_guess(page):
     page.click("#predict-reveal")
     page.wait_for_function("() => document.querySelector('#predict-score').innerText.includes('累计')")
     revealed = plot(page, "predict-tree")
-    kept = sum(len(t["x"]) for t in revealed["data"] if t["name"] == "接受的草稿")
-    right = 1 + drafted - kept if kept else drafted - 1  # a chain: the first token is kept whenever any is
-    assert f"这一步猜对 {right}/{drafted} 个" in page.inner_text("#predict-score")
+    kept, refused = (sum(len(t["x"]) for t in revealed["data"] if t["name"] == kind) for kind in ("接受的草稿", "被拒绝"))
+    # a chain: the first token is kept whenever any is, one refused token follows the kept ones, and the
+    # tokens after it were never reached, so they are not scored
+    right = 1 + refused if kept else 0
+    assert f"这一步猜对 {right}/{kept + refused} 个" in page.inner_text("#predict-score")
+    assert ("不计分" in page.inner_text("#predict-score")) == (kept + refused < drafted)
     page.locator("#predict-batch-guess label").first.click()
     page.wait_for_function("() => document.querySelector('#predict-batch-a').innerText.includes('实测')")
     page.screenshot(path=ARTIFACTS / f"{SHOT}predict-presentation.png", full_page=True)
     page.locator("#lesson-present input").set_checked(False)
+
+
+def test_presentation_keys_work_after_an_answer_is_clicked(page):
+    """A clicked answer keeps the focus (the batch question's radio, the Reveal button): the arrow keys
+    still move the scenes and Esc still leaves presentation mode, with no click elsewhere first."""
+    open_tab(page, "classroom")
+    page.locator("#lesson-present input").set_checked(True)
+    page.wait_for_function("() => document.body.classList.contains('sdl-present')")
+    for answer, clicked in (("#predict-batch-guess", "label"), ("#predict-reveal", "")):
+        page.locator(f"{answer} {clicked}".strip()).first.click()
+        assert page.evaluate("s => document.querySelector(s).contains(document.activeElement)", answer)
+        scene, scenes = map(int, re.findall(r"\d+", page.inner_text("#lesson-frame")))
+        key, expected = ("ArrowRight", scene + 1) if scene < scenes else ("ArrowLeft", scene - 1)
+        page.keyboard.press(key)
+        page.wait_for_function(f"() => document.querySelector('#lesson-frame').innerText.includes('第 {expected} /')",
+                               timeout=5_000)
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.body.classList.contains('sdl-present')", timeout=5_000)
 
 
 @pytest.mark.skipif(TINY, reason="on tiny, Compare runs in tests/test_app_browser.py; here only for the Gemma pictures")

@@ -100,10 +100,16 @@ def test_a_step_that_refused_nothing_says_so(sampled):
 
 def test_the_timeline_bars_are_the_recorded_times(sampled):
     plain = Lane.plain("plain", sum(len(r.emitted) for r in sampled), 0.01)
-    fig = timeline_figure([Lane.of("run", sampled), plain], "en")
+    run = Lane.of("run", sampled)
+    fig = timeline_figure([run, plain], "en")
     draft, verify = fig.data[0], fig.data[1]
     n = len(sampled)
-    assert list(draft.x[:n]) == [r.draft_s for r in sampled] and list(verify.x[:n]) == [r.verify_s for r in sampled]
+    pieces = [run.draft_segments(i) for i in range(n)]  # a piece per timed drafting forward, then the rest
+    assert [len(p) for p in pieces] == [len(r.draft_forward_s or ()) + (sum(r.draft_forward_s or ()) < r.draft_s)
+                                        if r.draft_forward_s else 1 for r in sampled]
+    assert [sum(p) for p in pieces] == pytest.approx([r.draft_s for r in sampled])
+    assert list(draft.x[:sum(map(len, pieces))]) == [x for p in pieces for x in p]
+    assert list(verify.x[:n]) == [r.verify_s for r in sampled]
     ends = list(itertools.accumulate(r.draft_s + r.verify_s for r in sampled))
     assert list(verify.base[:n]) == pytest.approx([e - r.verify_s for e, r in zip(ends, sampled)])
     assert list(verify.x[n:]) == [0.01] * plain.tokens.__len__() and sum(plain.tokens) == len(plain.tokens)
@@ -208,22 +214,23 @@ def test_a_node_tooltip_has_log_probs_alternatives_and_entropy(sampled):
 
 
 def test_predict_mode_scores_each_drafted_token(sampled):
-    from app.views.classroom.prediction import Predict, hidden
+    from app.views.classroom.prediction import Predict, hidden, judged
 
     record = next(r for r in sampled if r.nodes and 0 < r.accepted_length < len(r.nodes))
     kept = {n.id for n in record.nodes if n.status == "accepted"}
+    ruled = judged(record)  # the tokens the target reached: the unreached ones are not scored
     state = Predict().next_step(record.step)
     assert all(n.status == "proposed" for n in hidden(record))  # nothing of the verdict shows before the reveal
     assert state.reveal(sampled[record.step - 1] if record.step else record, kept).phase in ("guess", "revealed")
     exact = state.reveal(record, kept)
-    assert (exact.last.right, exact.last.total, exact.phase) == (len(record.nodes), len(record.nodes), "revealed")
+    assert (exact.last.right, exact.last.total, exact.phase) == (len(ruled), len(ruled), "revealed")
     assert exact.reveal(record, kept) == exact  # a second reveal changes nothing
     everything = Predict().next_step(record.step).reveal(record, [n.id for n in record.nodes])
     assert everything.last.right == len(kept)  # right on the kept ones, wrong on each refused one
     nothing = everything.next_step(record.step).reveal(record, [])
-    assert nothing.last.right == len(record.nodes) - len(kept)
-    assert nothing.score.right == len(kept) + len(record.nodes) - len(kept)
-    assert nothing.score.total == 2 * len(record.nodes)
+    assert nothing.last.right == len(ruled) - len(kept)
+    assert nothing.score.right == len(kept) + len(ruled) - len(kept)
+    assert nothing.score.total == 2 * len(ruled)
 
 
 def test_the_batch_question_is_answered_by_the_shipped_sweep():
@@ -251,9 +258,8 @@ def test_crossover_labels_open_into_the_plot():
 
     sweep = json.loads((Path(__file__).resolve().parent.parent / "docs/benchmarks/tiny-cpu-vllm/bench.json").read_text())
     sweep["batch_crossover"] = {"ngram": 2, "draft": 16}
-    labels = {t.text[-1]: t.textposition for t in sweep_figure(sweep).data
-              if t.mode == "lines+text" and "stops paying" in t.text[-1]}
-    assert labels == {"ngram stops paying here": "middle right", "draft stops paying here": "middle left"}
+    labels = {note.text: note.xanchor for note in sweep_figure(sweep).layout.annotations if "stops paying" in note.text}
+    assert labels == {"ngram stops paying here": "left", "draft stops paying here": "right"}
 
 
 def _quant_result(llamacpp: bool) -> dict:

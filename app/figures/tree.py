@@ -4,6 +4,11 @@ The root (the last committed token) sits on the left; depth grows to the right. 
 own token of the step -- correction, bonus, or the plain next token -- is drawn as one more
 node under the last accepted node, in its own colour. For EAGLE-2's dynamic tree the nodes its
 expansion scored but pruned before the verify are drawn too, faded (when there are few enough).
+
+Two numbers are drawn, not only written: a box's opacity is min(1, p/q) of its drafted token, and,
+for an inspected step, its size grows with the target's entropy at its position (a box never grows
+past the size the label layout reserves, so the labels stay where they are). Notes under the plot
+say so, with the range of each.
 """
 from __future__ import annotations
 
@@ -29,6 +34,9 @@ MAX_DRAWN_PRUNED = 72  # more would crowd the figure: then only the verified tre
 COLLAPSE_OVER = 40  # boxes: a larger tree folds its unreached branches (unless asked to expand them)
 SMALL = 24  # boxes: up to this many, big boxes with q and p written under them
 HIDDEN_KINDS = ("not_reached", "pruned")
+SMALLEST = 0.55  # a box where the target is certain (entropy 0), as a share of its full size
+ENTROPY_SCALE = 2.0  # nats: at this entropy a box has grown 63 % of the way from SMALLEST to full
+FAINT = 0.5  # a box fainter than this gets dark text (white would vanish into the background)
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,45 @@ def _hover(box: _Box, lang: str, show_probs: bool, positions: dict[int, Position
     return "<br>".join(lines)
 
 
+def entropy_size(full: float, entropy: float) -> float:
+    """A box's size in pixels for the target's ``entropy`` (nats) at its position: ``SMALLEST`` of
+    ``full`` at 0 nats, growing with the entropy towards ``full``, never past it."""
+    return full * (SMALLEST + (1 - SMALLEST) * -math.expm1(-max(0.0, entropy) / ENTROPY_SCALE))
+
+
+def position_entropy(box: _Box, positions: dict[int, PositionRecord] | None) -> float | None:
+    """The entropy of the target's law at a drafted node's (or the target token's) position -- the
+    law after its parent; None where the step was not inspected."""
+    if not positions or not (0 <= box.key < PRUNED or box.key == NEXT):
+        return None
+    position = positions.get(box.parent)
+    return None if position is None else position.entropy
+
+
+def acceptance_probability(box: _Box) -> float | None:
+    """min(1, p/q) of a drafted node, the chance the sampling rule keeps it (at temperature 0 the
+    greedy rule keeps the target's argmax instead); None where p or q is unknown."""
+    q, p = box.draft_prob, box.target_prob
+    if not (0 <= box.key < PRUNED) or not (math.isfinite(q) and math.isfinite(p)) or q <= 0:
+        return None
+    return min(1.0, p / q)
+
+
+def _encoding_notes(boxes: list[_Box], positions: dict[int, PositionRecord] | None, show_probs: bool,
+                    lang: str) -> list[tuple[str, float]]:
+    """What the boxes' size and opacity stand for, with the range each spans in this figure, and
+    where each note sits under the plot (paper x: size on the left, opacity on the right, clear of
+    the depth axis's title in the middle)."""
+    notes = []
+    entropies = [h for h in (position_entropy(b, positions) for b in boxes) if h is not None]
+    if entropies:
+        notes.append((t("tree.size_note", lang, lo=min(entropies), hi=max(entropies)), 0.0))
+    chances = [a for a in (acceptance_probability(b) for b in boxes) if a is not None] if show_probs else []
+    if chances:
+        notes.append((t("tree.opacity_note", lang, lo=min(chances), hi=max(chances)), 1.0))
+    return notes
+
+
 def proposer_family(proposer: str) -> str:
     """``eagle3-d2`` -> ``eagle3``, ``ngram+eagle3`` stays: the proposer without its position."""
     return "+".join(part.split("-")[0] for part in proposer.split("+"))
@@ -322,14 +369,18 @@ def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool =
         group = [b for b in boxes if b.kind == kind]
         if not group:
             continue
+        sizes = [look.marker if h is None else entropy_size(look.marker, h)
+                 for h in (position_entropy(b, positions) for b in group)]
+        opacities = [1.0 if a is None or not show_probs else a for a in map(acceptance_probability, group)]
+        text_color = "#555555" if kind in ("pruned", "folded") else "white"
         fig.add_trace(go.Scatter(
             x=[b.x for b in group],
             y=[rows[b.key] for b in group],
             mode="markers+text",
             name=t(kind_key(kind, drawing.resampled), lang),
             text=[html.escape(label[b.key]) for b in group],
-            textfont={"color": "#555555" if kind in ("pruned", "folded") else "white", "size": look.font},
-            marker={"symbol": "square", "size": look.marker, "color": COLORS[kind],
+            textfont={"color": [text_color if o >= FAINT else "#2a2a2a" for o in opacities], "size": look.font},
+            marker={"symbol": "square", "size": sizes, "opacity": opacities, "color": COLORS[kind],
                     "line": {"color": "white", "width": 1}},
             hovertext=[_hover(b, lang, show_probs, positions, drawing.resampled) for b in group],
             hoverinfo="text",
@@ -342,6 +393,10 @@ def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool =
                 fig.add_annotation(x=box.x, y=rows[box.key], yshift=-27, showarrow=False,
                                    text=f"q {box.draft_prob:.2f} · p {box.target_prob:.2f}",
                                    font={"size": 10, "color": "#555555"})
+    for note, side in _encoding_notes(boxes, positions, show_probs, lang):  # on the row of the axis title
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=side, y=0.0, yanchor="top", yshift=-34,
+                           xanchor="left" if side == 0.0 else "right", showarrow=False,
+                           font={"size": 10, "color": "#555555"})
     leaves = layout.leaves
     fig.update_xaxes(range=[-0.6, depth + 0.6], tickmode="array", tickvals=list(range(depth + 1)),
                      ticktext=[t("tree.root", lang)] + [str(d) for d in range(1, depth + 1)],

@@ -39,15 +39,16 @@ class StepPanels:
                             self.lossless_text, self.timeline, self.timeline_note, self.breakeven) if c is not None]
 
     def render(self, prompt: str, records: list[StepRecord], lang: str, upto: int | None = None,
-               curve: CostCurve | None = None, expand: bool = False) -> dict:
+               curve: CostCurve | None = None, expand: bool = False, budget: int | None = None) -> dict:
         """Every panel for step ``upto`` (default: the last), from the records up to it; ``curve``,
-        the target's measured verify cost, gives the timeline its plain lane and the break-even curve."""
+        the target's measured verify cost, gives the timeline its plain lane and the break-even curve;
+        ``budget``, the run's max_new_tokens, lets the step's sentence say when the budget cut it short."""
         if not records:
             return self.blank(lang)
         upto = len(records) - 1 if upto is None else upto
         shown, current = records[: upto + 1], records[upto]
         out = {
-            self.sentence: step_sentence(current, lang),
+            self.sentence: step_sentence(current, lang, budget),
             self.tree: tree_figure(current, lang, collapse=False if expand else None),
             self.text: text_html(prompt, shown, lang),
         }

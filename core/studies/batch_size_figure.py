@@ -8,6 +8,8 @@ It reads a bench result (``core.studies.batch_size``'s ``batch_sweep``, ``batch_
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,6 +20,7 @@ from plotly.subplots import make_subplots
 from core.drafters import BASELINE
 from core.studies.batch_size import VLLM
 
+LABEL_LINE_PX = 16  # one "stops paying here" label's line: its 11 px text and a gap
 KNEE = 1.5  # the knee: the fewest tokens whose forward costs this many one-token forwards
 
 
@@ -71,16 +74,19 @@ def _throughput(fig: go.Figure, result: dict, text: SweepFigureText, color_of: C
             hovertemplate="%{x}: %{y:.1f} tokens/s<extra>" + label + "</extra>"), 1, 1)
     top = max(r["tokens_per_s"] for r in rows)
     largest = max(r["batch"] for r in rows)
-    for i, (name, batch) in enumerate((result.get("batch_crossover") or {}).items()):
-        if batch is None:
-            continue
+    marks = [(name, batch) for name, batch in (result.get("batch_crossover") or {}).items() if batch is not None]
+    for line, (name, batch) in enumerate(marks):
         line_color = color.get(name, "#888888")
-        label_at = top * (1.08 - 0.07 * i)  # one label height apart, so two crossovers at one batch stay readable
-        fig.add_trace(go.Scatter(  # a vertical dotted line at the crossover (shapes take log10 x on a log axis)
-            x=[batch, batch, batch], y=[0, top, label_at], mode="lines+text", showlegend=False, hoverinfo="skip",
-            text=["", "", text.stops_paying.format(drafter=name)],
-            textposition="middle left" if batch == largest else "middle right",  # inside the plot, never cut
-            textfont={"size": 11, "color": line_color}, line={"color": line_color, "dash": "dot", "width": 1.5}), 1, 1)
+        fig.add_trace(go.Scatter(  # a vertical dotted line at the crossover
+            x=[batch, batch], y=[0, top], mode="lines", showlegend=False, hoverinfo="skip",
+            line={"color": line_color, "dash": "dot", "width": 1.5}), 1, 1)
+        # its label on a line of its own, counted down from the plot's top in pixels: labels spaced in data
+        # units pile up when a long legend (vLLM's series) squeezes the plot
+        right = batch != largest  # into the plot, never cut
+        fig.add_annotation(text=text.stops_paying.format(drafter=name), x=math.log10(batch), xref="x", y=1,
+                           yref="y domain", xanchor="left" if right else "right", xshift=4 if right else -4,
+                           yanchor="top", yshift=-LABEL_LINE_PX * line, showarrow=False,
+                           font={"size": 11, "color": line_color})
 
 
 def _latency(fig: go.Figure, grid: list[dict], text: SweepFigureText) -> None:

@@ -21,3 +21,4 @@ def batch_figure(result: dict | None, lang: str) -> go.Figure:
     fig = finish(sweep_figure(result, text, drafter_color), "", 460, below=True)
     fig.update_layout(margin={"t": 40})
     return fig
+

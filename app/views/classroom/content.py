@@ -92,26 +92,33 @@ def live_note(records: list[StepRecord], lang: str) -> str:
 
 
 def drafting_sentence(drafter: str, k: int, lang: str) -> str:
-    """What ``drafter`` drafts per step at depth ``k`` in the live run, in words (Part 2's shape line):
-    a chain of k for the model drafters, up to k copied tokens for n-gram lookup, and for hybrid a
-    tree of k to 2k nodes (its n-gram chain and EAGLE-3's chain merged, shared prefixes kept once)."""
+    """What ``drafter`` drafts per step at depth ``k`` in the live run, in words (Part 2's shape line).
+    Only upper bounds, which no run contradicts: a step drafts fewer as the token budget runs out, or
+    none. A chain of up to k for the model drafters, up to k copied tokens for n-gram lookup, and for
+    hybrid a tree of at most 2k nodes (its n-gram chain and EAGLE-3's chain merged, shared prefixes
+    kept once). What the run really drafted is ``drafted_range``'s."""
     if drafter == NoDrafter.name:
         return t("class.shape_none", lang)
     if drafter == NgramDrafter.name:
         return t("class.shape_ngram", lang, k=k)
     if drafter == HybridDrafter.name:
-        return t("class.shape_hybrid", lang, k=k, most=2 * k)
+        return t("class.shape_hybrid", lang, most=2 * k)
     return t("class.shape_chain", lang, drafter=drafter, k=k)
 
 
 def drafted_range(records: list[StepRecord], lang: str) -> str:
-    """How many tokens the run really drafted per drafting step ("" before any drafted)."""
+    """How many tokens the run really drafted per drafting step, and how many steps drafted nothing
+    ("" before any drafted)."""
     sizes = [len(r.nodes) for r in records if r.nodes]
     if not sizes:
         return ""
     if min(sizes) == max(sizes):
-        return t("class.drafted_one", lang, low=sizes[0], steps=len(sizes))
-    return t("class.drafted", lang, low=min(sizes), high=max(sizes), steps=len(sizes))
+        line = t("class.drafted_one", lang, low=sizes[0], steps=len(sizes))
+    else:
+        line = t("class.drafted", lang, low=min(sizes), high=max(sizes), steps=len(sizes))
+    if none := len(records) - len(sizes):
+        line += " " + t("class.drafted_none", lang, n=none)
+    return line
 
 
 @lru_cache(maxsize=None)

@@ -3,8 +3,9 @@ think the target keeps; then the step is revealed and scored.
 
 A pure state machine over StepRecords: ``guess`` -- the step's drafted tree is shown without its
 verdict (the draft is fixed before the verify, so nothing of the outcome leaks); ``revealed`` -- the
-truth and the running score. Each drafted token counts once: right when the student's keep/refuse
-matches the target's.
+truth and the running score. Each drafted token the target ruled on counts once: right when the
+student's keep/refuse matches the target's. A token after a miss was never reached by the
+target, so no guess on it is right or wrong: it is not scored.
 """
 from __future__ import annotations
 
@@ -44,10 +45,15 @@ class Predict:
         if self.phase != "guess" or record.step != self.step:
             return self
         chosen = frozenset(int(p) for p in picked)
-        kept = {n.id for n in record.nodes if n.status == "accepted"}
-        right = sum((n.id in chosen) == (n.id in kept) for n in record.nodes)
-        mine = Score(right, len(record.nodes))
+        ruled = judged(record)
+        right = sum((n.id in chosen) == (n.status == "accepted") for n in ruled)
+        mine = Score(right, len(ruled))
         return replace(self, phase="revealed", picked=chosen, score=self.score.add(mine.right, mine.total), last=mine)
+
+
+def judged(record: StepRecord) -> list[NodeRecord]:
+    """The drafted tokens the target kept or refused; those it never reached are not among them."""
+    return [n for n in record.nodes if n.status != "not_reached"]
 
 
 def hidden(record: StepRecord) -> list[NodeRecord]:
@@ -63,6 +69,7 @@ class BatchQuestion:
     batch: int
     speedup: float  # the drafter's tokens per second over plain decoding's at that batch, measured
     source: str  # what it was measured on
+    device: str  # "CPU" | "GPU": said beside the answer, which the lesson's quoted GPU figure stands near
 
     @property
     def pays(self) -> bool:
@@ -86,4 +93,5 @@ def batch_question(result: dict | None) -> BatchQuestion | None:
     stops = sorted((crossover[d], d) for d in paid_first if crossover.get(d) is not None)
     drafter = stops[0][1] if stops else drafters[0]
     source = f"{result.get('preset', '–')}, {result.get('hardware') or result.get('device', '–')}"
-    return BatchQuestion(drafter, batch, speed[batch, drafter] / speed[batch, "none"], source)
+    device = "GPU" if str(result.get("device", "cpu")).startswith("cuda") else "CPU"
+    return BatchQuestion(drafter, batch, speed[batch, drafter] / speed[batch, "none"], source, device)

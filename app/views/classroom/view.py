@@ -21,6 +21,7 @@ from ..panels import StepPanels, step_panels
 from . import prediction_view
 from .content import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
 from .prediction import Predict
+from .parallel import parallel_caption, parallel_figure, parallel_result
 from .quantization import quant_caption, quant_figure, quant_result
 from .state import ClassroomState
 
@@ -38,11 +39,13 @@ class ClassroomView(View):
     lesson: gr.Markdown
     predict: prediction_view.PredictView | None = None
     quant: tuple[gr.Plot, gr.Markdown] | None = None  # the quantization scene: its figure and caption
+    parallel: tuple[gr.Plot, gr.Markdown] | None = None  # autoregressive against parallel drafting
 
     @property
     def outputs(self) -> list:
         return [self.frame_label, self.caption, self.figure, self.ledger, self.lesson, *self.panels.outputs,
-                *(self.predict.outputs if self.predict else []), *(self.quant or ())]
+                *(self.predict.outputs if self.predict else []), *(self.quant or ()),
+                *(self.parallel or ())]
 
     def render_frame(self, session: Session, lang: str) -> dict:
         frame = session.of(ClassroomState).frame
@@ -53,7 +56,7 @@ class ClassroomView(View):
         run = session.of(ClassroomState).run
         if run is None:
             return {**self.panels.blank(lang), self.ledger: ""}
-        out = self.panels.render(run.prompt, run.records, lang)
+        out = self.panels.render(run.prompt, run.records, lang, budget=run.request.max_new_tokens)
         out[self.ledger] = live_note(run.records, lang)
         return out
 
@@ -62,6 +65,9 @@ class ClassroomView(View):
         if self.quant:
             plot, caption = self.quant
             scene = {plot: quant_figure(quant_result(), lang), caption: quant_caption(quant_result(), lang)}
+        if self.parallel:
+            plot, caption = self.parallel
+            scene |= {plot: parallel_figure(parallel_result(), lang), caption: parallel_caption(parallel_result(), lang)}
         return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang),
                 **(self.predict.render(session, lang) if self.predict else {}), **scene}
 
@@ -116,9 +122,12 @@ def build(page: Page) -> ClassroomView:
     labels.make(gr.Markdown, text="class.quant", elem_id="lesson-quant")
     quant = (gr.Plot(quant_figure(quant_result(), labels.lang), show_label=False, elem_id="lesson-quant-plot"),
              gr.Markdown(quant_caption(quant_result(), labels.lang), elem_id="lesson-quant-caption"))
+    labels.make(gr.Markdown, text="class.parallel", elem_id="lesson-parallel")
+    parallel = (gr.Plot(parallel_figure(parallel_result(), labels.lang), show_label=False, elem_id="lesson-parallel-plot"),
+                gr.Markdown(parallel_caption(parallel_result(), labels.lang), elem_id="lesson-parallel-caption"))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
-    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict, quant)
+    view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict, quant, parallel)
     for event in (drafter.change, page.lang.change):  # the shape line follows the drafter and the language
         event(shape_line, [page.lang, drafter], shape, api_visibility="private", queue=False)
     wire(view, ClassroomButtons(prev_btn, next_btn, step_btn, run_btn, reset_btn), status, [prompt, preset, drafter],
@@ -172,9 +181,12 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
 
     def ensure_run(session: Session, lang_value: str, settings: tuple):
         """Start the live run if none is going; the status line, which asks for Reset when the
-        controls no longer match the run going on."""
+        controls no longer match the run going on. The first press after the run finished keeps it
+        and gives None (the press only says so); the next press drops it for a new run."""
         request = live_request(lang_value, presets, *settings)
         mine = session.of(ClassroomState)
+        if mine.tell_finished(mine.run):
+            return None
         if mine.run is None or mine.run.done:
             yield {state: session, status: t("run.loading", lang_value)}
             mine.run = Run(request)
@@ -184,13 +196,18 @@ def handlers(view: ClassroomView, status: gr.Markdown, state: gr.State, presets:
         session = ensure(session)
         with gate.slot(session, lang_value):
             note = yield from ensure_run(session, lang_value, settings)
-            session.of(ClassroomState).run.step()
-        yield {state: session, status: note, **view.render_live(session, lang_value)}
+            if note is not None:
+                session.of(ClassroomState).run.step()
+        yield {state: session, status: t("class.finished", lang_value) if note is None else note,
+               **view.render_live(session, lang_value)}
 
     def on_run(lang_value, session, *settings):
         session = ensure(session)
         with gate.slot(session, lang_value, long=True):
             note = yield from ensure_run(session, lang_value, settings)
+            if note is None:
+                yield {state: session, status: t("class.finished", lang_value)}
+                return
             run = session.of(ClassroomState).run
             try:
                 while run.step() is not None:

@@ -62,7 +62,8 @@ class ReplayView(View):
             return {**self.panels.blank(lang, "hint.load_trace"), self.header: "", self.summary: "",
                     self.slider: gr.update(minimum=1, maximum=2, value=1)}
         index = mine.index
-        out = self.panels.render(trace.header.get("prompt", ""), trace.steps, lang, upto=index)
+        out = self.panels.render(trace.header.get("prompt", ""), trace.steps, lang, upto=index,
+                                 budget=trace.header["settings"]["max_new_tokens"])
         out[self.header] = header_markdown(trace, lang)
         out[self.summary] = summary_markdown(trace.summary, lang, trace.steps)
         # a slider needs minimum < maximum, also for a one-step trace

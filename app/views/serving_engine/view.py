@@ -100,25 +100,49 @@ def questions_markdown(run: ServingRun | None, lang: str) -> str:
 
 def _bound(run: ServingRun, lang: str) -> str:
     """Q1: verify time against the tokens in the batched forward (requests × padded rows); the
-    first forward (a warm-up for the kernels) is left out once there are others."""
+    first forward (a warm-up for the kernels) is left out once there are others. The verdict compares
+    the smallest and the largest n timed often enough to weigh their spread (``bound_verdict``)."""
     timed = run.steps[1:] or run.steps
     by_tokens: dict[int, list[float]] = {}
     for s in timed:
         by_tokens.setdefault(len(s.records) * s.query_rows, []).append(s.verify_s)
     ms = {n: 1000 * statistics.median(v) for n, v in sorted(by_tokens.items())}
     table = ", ".join(t("serve.q1_point", lang, tokens=n, ms=ms[n], count=len(by_tokens[n])) for n in ms)
-    low, high = min(ms), max(ms)
-    if low == high:
+    if len(ms) == 1:
         return t("serve.q1_one", lang, table=table, n=len(timed))
+    counted = [n for n in ms if len(by_tokens[n]) >= MIN_TIMINGS]
+    low, high = (counted[0], counted[-1]) if len(counted) > 1 else (min(ms), max(ms))
     tokens_x, time_x = high / low, ms[high] / ms[low]
+    verdict = bound_verdict(by_tokens[low], by_tokens[high], tokens_x, lang)
+    return t("serve.q1", lang, table=table, low=low, high=high, tokens_x=tokens_x, time_x=time_x, verdict=verdict,
+             n=len(timed))
+
+
+MIN_TIMINGS = 3  # timings of one n before their spread says anything
+MEMORY_SHARE = 0.25  # time grows less than this share of the tokens' growth, even at the slow end: memory-bound
+COMPUTE_SHARE = 0.5  # more than this share, even at the fast end: compute-bound
+
+
+def bound_verdict(low_s: list[float], high_s: list[float], tokens_x: float, lang: str) -> str:
+    """Memory-bound or compute-bound, said only where the timings carry it. The measure: how fast the
+    time grows from the smaller n to the larger, as a share of growing in step with the tokens (0: flat,
+    1: in step), read at both ends of the spread (each n's middle half of timings: its quartiles).
+    Memory-bound when even the slow reading stays under ``MEMORY_SHARE``, compute-bound when even the
+    fast one passes ``COMPUTE_SHARE``; otherwise the noise covers the answer, and the text says so."""
     if tokens_x < 2:
-        verdict = "serve.q1_narrow"
-    elif time_x < 1 or time_x > 1.2 * tokens_x:
-        verdict = "serve.q1_noise"
-    else:
-        verdict = "serve.q1_memory" if time_x < 0.6 * tokens_x else "serve.q1_compute"
-    return t("serve.q1", lang, table=table, low=low, high=high, tokens_x=tokens_x, time_x=time_x,
-             verdict=t(verdict, lang), n=len(timed))
+        return t("serve.q1_narrow", lang)
+    if min(len(low_s), len(high_s)) < MIN_TIMINGS:
+        return t("serve.q1_few", lang, timings=MIN_TIMINGS)
+    time_x = statistics.median(high_s) / statistics.median(low_s)
+    if time_x < 1 or time_x > 1.2 * tokens_x:
+        return t("serve.q1_noise", lang)
+    (low_fast, _, low_slow), (high_fast, _, high_slow) = (statistics.quantiles(s, n=4, method="inclusive")
+                                                          for s in (low_s, high_s))
+    least = (high_fast / low_slow - 1) / (tokens_x - 1)
+    most = (high_slow / low_fast - 1) / (tokens_x - 1)
+    key = ("serve.q1_memory" if most < MEMORY_SHARE else "serve.q1_compute" if least > COMPUTE_SHARE
+           else "serve.q1_unclear")
+    return t(key, lang, least=max(least, 0.0), most=most, memory=MEMORY_SHARE, compute=COMPUTE_SHARE)
 
 
 def _draft_cost(run: ServingRun, lang: str) -> str:

@@ -45,7 +45,8 @@ class StepperView(View):
             return {**self.panels.blank(lang), self.status: "", self.summary: "",
                     self.download: gr.update(value=None, interactive=False)}
         curve = session.shared.curve_for(run.target.path, run.target.precision) or run.curve()
-        out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=mine.expand_tree)
+        out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=mine.expand_tree,
+                                 budget=run.request.max_new_tokens)
         out[self.status] = self._status_line(run, mine.playing, lang)
         out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
         return out

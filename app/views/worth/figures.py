@@ -2,6 +2,9 @@
 machine's verify-cost curve v(n) with each run's own verifies beside it."""
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -82,10 +85,13 @@ def _add_points(fig: go.Figure, points: list[MeasuredPoint], lang: str) -> None:
             hoverinfo="text", marker={"color": "#111111", "size": 10, "symbol": "diamond"}), 1, 2)
 
 
+OUTLIER = 3.0  # a run's own v above this many times the expected v(n) is a disturbance, not what a verify costs
+
+
 def _add_cost(fig: go.Figure, curves: dict[str, CostCurve], chosen: str, points: list[MeasuredPoint],
               lang: str) -> None:
     """v(n): the machine's measured curves as lines (one per target precision, the chosen one bold),
-    each run's own verifies as points."""
+    each run's own verifies as points; a disturbed run's verifies and outliers flagged, off the scale."""
     for precision, curve in curves.items():
         mine = precision == chosen
         fig.add_trace(go.Scatter(
@@ -94,18 +100,34 @@ def _add_cost(fig: go.Figure, curves: dict[str, CostCurve], chosen: str, points:
             line={"color": COLORS["target"] if mine else OTHER_DRAFTER, "width": 3 if mine else 2,
                   "dash": "solid" if mine else "dash"}, marker={"size": 6 if mine else 4}), 1, 3)
     fig.add_hline(y=1.0, line={"color": "#999999", "dash": "dot"}, row=1, col=3)
-    own = [(p.label, n, v) for p in points if not p.disturbed for n, v in p.v_by_nodes.items()]
+    steady = [(p.label, n, v) for p in points if not p.disturbed for n, v in p.v_by_nodes.items()]
+    expected = _expected_v(curves, chosen, steady)
+    outliers = [(label, n, v) for label, n, v in steady if v > OUTLIER * expected(n)]
+    own = [verify for verify in steady if verify not in outliers]
     if own:
         fig.add_trace(go.Scatter(
             x=[n for _, n, _ in own], y=[v for _, _, v in own], mode="markers", name=t("worth.runs_v", lang),
             hovertext=[t("worth.run_v", lang, label=label, n=n, v=v) for label, n, v in own], hoverinfo="text",
             marker={"color": "#111111", "size": 8, "symbol": "diamond-open"}), 1, 3)
     top = max([*(r for curve in curves.values() for r in curve.ratio), *(v for *_, v in own), 2.0]) * 1.15
-    fig.update_yaxes(range=[0, top], row=1, col=3)  # a disturbed run never sets the scale
-    flagged = [(p.label, n, v) for p in points if p.disturbed for n, v in p.v_by_nodes.items()]
+    fig.update_yaxes(range=[0, top], row=1, col=3)  # a disturbed run or an outlier never sets the scale
+    flagged = [(n, v, t("worth.run_v_disturbed", lang, label=p.label, n=n, v=v))
+               for p in points if p.disturbed for n, v in p.v_by_nodes.items()]
+    flagged += [(n, v, t("worth.run_v_outlier", lang, label=label, n=n, v=v, times=v / expected(n)))
+                for label, n, v in outliers]
     if flagged:  # drawn at most at the top edge, an open marker, its real value on hover
         fig.add_trace(go.Scatter(
-            x=[n for _, n, _ in flagged], y=[min(v, top * 0.97) for *_, v in flagged], mode="markers",
-            name=t("worth.runs_v_disturbed", lang),
-            hovertext=[t("worth.run_v_disturbed", lang, label=label, n=n, v=v) for label, n, v in flagged],
-            hoverinfo="text", marker={"color": COLORS["rejected"], "size": 8, "symbol": "triangle-up-open"}), 1, 3)
+            x=[n for n, _, _ in flagged], y=[min(v, top * 0.97) for _, v, _ in flagged], mode="markers",
+            name=t("worth.runs_v_disturbed", lang), hovertext=[hover for *_, hover in flagged], hoverinfo="text",
+            marker={"color": COLORS["rejected"], "size": 8, "symbol": "triangle-up-open"}), 1, 3)
+
+
+def _expected_v(curves: dict[str, CostCurve], chosen: str,
+                own: list[tuple[str, int, float]]) -> Callable[[int], float]:
+    """What a verify of n tokens should cost, to tell an outlier by: the chosen precision's curve
+    (another measured one where it has none), else the middle of the runs' own verifies."""
+    curve = curves.get(chosen) or next(iter(curves.values()), None)
+    if curve is not None:
+        return curve.v
+    middle = statistics.median(v for *_, v in own) if own else 1.0
+    return lambda n: middle

@@ -20,6 +20,7 @@ from ...i18n import t
 from ...session import Session, ensure
 from ...shared import MeasuredPoint
 from ..page import Page, View
+from ..stepper import StepperState
 from .figures import worth_figure
 from .scaling_figure import scaling_figure
 from .state import WorthState
@@ -68,9 +69,12 @@ TAU_CLOSE = 0.05  # measured and modelled tau within 5%: no gap to explain
 def measured_line(point: MeasuredPoint, lang: str) -> str:
     """The run's measured speedup (as the table shows it), or why it has none; its τ beside the
     independent-α model's, and why they differ."""
-    speedup = _fmt(point.speedup, ".2f") + "×" if point.speedup is not None else t("worth.untimed", lang)
+    if point.speedup is None:  # why there is no number is a sentence of its own, not words in the number's place
+        headline = t("worth.measured_untimed", lang, label=point.label)
+    else:
+        headline = t("worth.measured_line", lang, label=point.label, speedup=f"{point.speedup:.2f}×")
     tau_model = tokens_per_verify(point.alpha, point.k)
-    words = [t("worth.measured_line", lang, label=point.label, speedup=speedup),
+    words = [headline,
              t("worth.tau_gap", lang, alpha=point.alpha, k=point.k, tau_model=tau_model, tau=point.tokens_per_verify)]
     if point.tree:
         words.append(t("worth.gap_tree", lang))
@@ -109,8 +113,8 @@ class WorthView(View):
 
     def render(self, session: Session, lang: str) -> dict:
         """The model at the sliders' values (kept in the view's state) beside the session's measured runs."""
-        mine, shared = session.of(WorthState), session.shared
-        curves, points = shared.curves, shared.points
+        mine, points = session.of(WorthState), session.shared.points
+        curves = session_curves(session)
         curve = curves.get(mine.precision)
         text = readout(mine.alpha, mine.k, mine.c, lang, curve, points[-1] if points else None)
         notes = [missing_cost(list(points), lang), precision_note(curves, mine.precision, lang)]
@@ -129,6 +133,18 @@ class WorthView(View):
         mine.alpha, mine.k, mine.c = alpha, k, c
         mine.precision = target_precision or mine.precision
         return self.render(session, lang)
+
+
+def session_curves(session: Session) -> dict[str, CostCurve]:
+    """The verify-cost curves v(n) the model reads, by precision: those a Compare measured; in a session
+    without one, the curve Step by step's run reads (this machine's cached curve of its target), so the
+    two views never disagree about what a verify costs here."""
+    curves = session.shared.curves
+    run = session.of(StepperState).run
+    if curves or run is None:
+        return curves
+    curve = run.curve()
+    return {run.target.precision: curve} if curve is not None else {}
 
 
 def precision_note(curves: dict[str, CostCurve], chosen: str, lang: str) -> str:
@@ -166,7 +182,7 @@ def build(page: Page) -> WorthView:
     plot = labels.make(gr.Plot, elem_id="worth-plot", label="panel.worth")
     use_last = labels.make(gr.Button, elem_id="worth-use-last", text="btn.use_last")
     table = labels.make(gr.Dataframe, points_table([], labels.lang), interactive=False, elem_id="worth-table",
-                        label="panel.worth_points")
+                        wrap=True, label="panel.worth_points")  # 12 columns fit the page, as Compare's
     scaling = labels.make(gr.Plot, scaling_figure(scaling_result(), labels.lang), elem_id="worth-scaling",
                           label="panel.scaling")
     view = WorthView([alpha, k, c, target_precision], text, plot, table, scaling)
