@@ -1,6 +1,6 @@
 """What context columns buy an EAGLE-3 drafter with a reduced draft vocabulary, teacher-forced.
 
-    python bench/context_columns.py [--preset gemma-270m] [--weights assets/gemma-270m/eagle3-chat]
+    python bench/context_columns.py [--preset gemma-270m] [--weights assets/gemma-270m/eagle3]
                                     [--prompts chat] [--max-new-tokens 64] [--threads 2]
 
 The target's greedy continuation of every prompt (``model.generate``) is read once by the target
@@ -44,7 +44,7 @@ def guesses(net, target, ids: list[int]) -> torch.Tensor:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="gemma-270m")
-    parser.add_argument("--weights", default="assets/gemma-270m/eagle3-chat", help="an eagle3 weights folder")
+    parser.add_argument("--weights", default="assets/gemma-270m/eagle3", help="an eagle3 weights folder")
     parser.add_argument("--prompts", default="chat", help="heldout, chat, or a prompts file")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)

@@ -3,7 +3,7 @@ the question behind a tried controller that calibrated each kind of proposer apa
 
     python bench/proposer_acceptance.py [--preset gemma-270m] [--drafter hybrid] [--shape 5]
                                         [--prompts chat] [--limit 12] [--max-new-tokens 64] [--threads 2]
-                                        [--set drafter_weights=assets/gemma-270m/eagle3-chat]
+                                        [--set drafter_weights=assets/gemma-270m/eagle3]
 
 A fixed shape (``--shape 5``: a 5-token chain, ``4x5``: a tree) so that every proposed node is
 verified and counted; ``auto`` counts only what the controller chose. Greedy. Reached nodes only

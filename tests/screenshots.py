@@ -7,6 +7,10 @@ step-by-step.png, compare.png, classroom.png, worth-it.png, batch-size.png (the 
 sweep), replay.png (and step-by-step-en.png, step-by-step-eagle3.png, monitor.png: the Production
 monitor on the app's own /metrics over all of it), serving.png. ``--only serving`` takes serving.png alone,
 ``--only batch`` batch-size-<preset>.png (``--preset`` picks the model it runs on).
+``--only quantization --preset gemma-270m`` takes worth-it-precisions-<preset>.png (Worth it? with the
+float32 and int8 targets' v(n), after a short Compare at each precision) and classroom-quantization.png;
+``--only parallel --preset gemma-270m`` timeline-peagle-<preset>.png (Compare's lanes of eagle3 and peagle,
+k = 5: five drafting forwards a step against one) and classroom-parallel.png.
 ``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
 and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py).
 """
@@ -70,6 +74,49 @@ def take_vllm_serve(out: Path) -> None:
     print(f"the page: {watched.summary}\n/metrics: {watched.metrics.summary()}")
 
 
+def shot_between(page, first: str, last: str, path: Path) -> None:
+    """A full-page screenshot cut to the elements ``#first`` down to ``#last`` (a scene: its title, plot and caption)."""
+    page.locator(f"#{first}").scroll_into_view_if_needed()
+    page.wait_for_timeout(800)
+    top, bottom = page.locator(f"#{first}").bounding_box(), page.locator(f"#{last}").bounding_box()
+    scroll = page.evaluate("window.scrollY")
+    left, right = min(top["x"], bottom["x"]), max(top["x"] + top["width"], bottom["x"] + bottom["width"])
+    page.screenshot(path=path, full_page=True, clip={"x": left, "y": top["y"] + scroll, "width": right - left,
+                                                    "height": bottom["y"] + bottom["height"] - top["y"]})
+    print(path)
+
+
+def take_quantization(page, out: Path, preset: str) -> None:
+    """A short Compare at each target precision (each measures its v(n) for the session), then Worth it?
+    drawing both curves with int8 chosen, and the Classroom's quantization-against-speculation scene."""
+    for precision in ("float32", "int8"):
+        open_tab(page, "compare")
+        page.locator("#cmp-precision label", has_text=precision).click()
+        run_compare(page, ["ngram"], "4", max_new_tokens=16, repeats=1, timeout_ms=900_000)
+    open_tab(page, "worth")
+    page.locator("#worth-precision label", has_text="int8").click()
+    wait_for_plot(page, "worth-plot", "p.data.filter(t => t.name && t.name.includes('v(n)') || "
+                                      "t.name && t.name.includes('本机测得')).length >= 2")
+    page.wait_for_timeout(800)
+    page.screenshot(path=out / f"worth-it-precisions-{preset}.png", full_page=True)
+    print(out / f"worth-it-precisions-{preset}.png")
+    open_tab(page, "classroom")
+    shot_between(page, "lesson-quant", "lesson-quant-caption", out / "classroom-quantization.png")
+
+
+def take_parallel(page, out: Path, preset: str) -> None:
+    """Compare's timeline of EAGLE-3 and P-EAGLE chains of 5 (each drafting bar cut per drafter forward:
+    five pieces against one) and the Classroom's parallel-drafting scene."""
+    run_compare(page, ["eagle3", "peagle"], "5", max_new_tokens=12, repeats=2, timeout_ms=900_000)  # wide bars
+    timeline = page.locator("#cmp-timeline")
+    timeline.scroll_into_view_if_needed()
+    page.wait_for_timeout(800)
+    timeline.screenshot(path=out / f"timeline-peagle-{preset}.png")
+    print(out / f"timeline-peagle-{preset}.png")
+    open_tab(page, "classroom")
+    shot_between(page, "lesson-parallel", "lesson-parallel-caption", out / "classroom-parallel.png")
+
+
 def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
     if only == "vllm-serve":
@@ -82,6 +129,12 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
             return
         if only == "batch":
             take_batch(page, out, f"batch-size-{preset}")
+            return
+        if only == "quantization":
+            take_quantization(page, out, preset)
+            return
+        if only == "parallel":
+            take_parallel(page, out, preset)
             return
         start_monitor(page)
 
@@ -163,7 +216,7 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve"],
+    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel"],
                         help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()

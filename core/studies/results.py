@@ -88,6 +88,12 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
              "--repeats 3 --null-arm --drafters none,eagle3:auto,hybrid:auto --target-precision float32,int8 "
              "--compare-llamacpp --out docs/benchmarks/gemma-cpu-int8-target-heldout"),
      ]),
+    ("gemma-270m: P-EAGLE against EAGLE-3", "Chains of 3, 5 and 8 and the controller, each drafter alone and in "
+     "hybrid; `draft ms/step` is in each run's bench.md ([drafters.md](drafters.md#peagle)).", [
+         Run("gemma-cpu-peagle-chat", CHAT, f"{GEMMA_BENCH} --prompts chat --max-new-tokens 64 --repeats 3 "
+             "--null-arm --drafters none,eagle3:3,peagle:3,eagle3:5,peagle:5,eagle3:8,peagle:8,eagle3:auto,"
+             "peagle:auto,hybrid:auto,hybrid-peagle:auto --out docs/benchmarks/gemma-cpu-peagle-chat"),
+     ]),
     ("gemma-270m: against transformers", "Plain decoding through the engine against transformers' `generate()` "
      "and its prompt lookup, in the same process.", [
          Run("gemma-cpu-int8-hf", BOOK, f"{GEMMA_BENCH} --drafters none --compare-hf --repeats 3 "

@@ -79,7 +79,7 @@ starting_point() {
     mv "$1.partial" "$1"
 }
 init="$jobs/init-eagle3-chat"
-starting_point "$init" eagle3 "$commit" eagle3-chat
+starting_point "$init" eagle3 83c768c08c4facc00015120e602edb1a4b322e8a eagle3-chat  # the last commit with it
 init_eagle="$jobs/init-eagle"
 starting_point "$init_eagle" eagle af487f484f950ff5aab626554f01659fd290e522 eagle  # the last commit with it
 train() {
