@@ -23,6 +23,7 @@ import pytest
 from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
+from app.figures.timeline import Lane
 from core import read_trace
 from core.models import gemma
 
@@ -108,7 +109,9 @@ def test_lossless_panel_timeline_and_break_even_draw_the_records(page, tmp_path)
     rejection = last.inspect.rejection
     assert residual["y"] == pytest.approx([*rejection.residual_probs, rejection.residual_other])
     n = len(trace.steps)
-    assert timeline["data"][0]["x"][:n] == pytest.approx([s.draft_s for s in trace.steps])
+    run = Lane.of("run", trace.steps)  # a drafting bar in pieces: one per timed drafting forward, then the rest
+    pieces = [x for i in range(n) for x in run.draft_segments(i)]
+    assert timeline["data"][0]["x"][:len(pieces)] == pytest.approx(pieces)
     assert timeline["data"][1]["x"][:n] == pytest.approx([s.verify_s for s in trace.steps])
     assert len(timeline["data"][1]["x"]) == n + sum(len(s.emitted) for s in trace.steps)  # and the plain lane
     assert len(breakeven["data"][1]["x"]) == 1  # the run's point on the curve

@@ -25,10 +25,12 @@ def test_every_drafter_option_is_a_flag_and_a_recorded_setting():
 
 
 def test_names_and_aliases_come_from_the_registry():
-    assert drafter_names() == ["none", "draft-xs", "draft", "draft-l", "ngram", "medusa", "eagle", "eagle3", "hybrid"]
+    assert drafter_names() == ["none", "draft-xs", "draft", "draft-l", "ngram", "medusa", "eagle", "eagle3", "peagle",
+                               "hybrid", "hybrid-peagle"]
     cls, fixed = lookup("draft-xs")
     assert cls is DRAFTERS["draft"] and fixed == {"draft_size": "xs"}
     assert DecodeRequest.of("hi", drafter="draft-l").options.draft_size == "l"
+    assert DecodeRequest.of("hi", drafter="hybrid-peagle").options.feature_drafter == "peagle"
 
 
 @pytest.mark.parametrize("options, message", [
