@@ -187,7 +187,6 @@ class Drafter:
     def __init__(self, shape: DraftShape | None = None):
         self.shape = shape
         self.max_nodes = shape.num_nodes if shape else 0  # the largest tree it can propose
-        self.forwards = 0  # drafting forwards this run
         self._forward_log: list[float] = []  # seconds of each drafting forward, in order (``counted_forward``)
         self.model_path: str | None = None  # the draft model folder, when there is one
         self.hidden_layers: tuple[int, ...] = ()  # target hidden states it wants to ``observe`` (indices
@@ -209,13 +208,17 @@ class Drafter:
         (``StepRecord.draft_forward_s``), so a timeline draws EAGLE-3's k forwards against P-EAGLE's one."""
         return self._forward_log
 
+    @property
+    def forwards(self) -> int:
+        """Drafting forwards so far (a wrapper's are its inner drafter's)."""
+        return len(self.forward_log)
+
     @contextmanager
     def counted_forward(self):
-        """Around one drafting forward: counts it (``forwards``) and logs its seconds (``forward_log``)."""
+        """Around one drafting forward: logs its seconds (``forward_log``), which counts it (``forwards``)."""
         start = perf_counter()
         yield
         self._forward_log.append(perf_counter() - start)
-        self.forwards += 1
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         """Begin a run; ``capacity_tokens`` bounds the tokens a cache must hold."""

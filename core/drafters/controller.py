@@ -276,7 +276,6 @@ class GoodputController(Wrapper):
         if depth or free:
             start, waited = perf_counter(), thread_wait_s()
             tree = self.inner.propose(replace(ctx, max_depth=depth, free_depth=limit if free else None))
-            self.forwards = self.inner.forwards
             draft_s, draft_wait_s = perf_counter() - start, waited_since(waited)
         if depth:
             catch_up = len(ctx.tokens) - self.drafted_upto

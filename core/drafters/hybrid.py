@@ -61,7 +61,6 @@ class HybridDrafter(Wrapper):
 
     def propose(self, ctx: ProposeContext) -> DraftTree:
         self.eagle_tree = self.eagle.propose(ctx)
-        self.forwards = self.eagle.forwards
         free = ctx.max_depth if ctx.free_depth is None else ctx.free_depth
         merged = self.ngram.propose(replace(ctx, max_depth=free))  # the n-gram chain (or nothing), proposer "ngram"
         self.renumbering = merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
