@@ -87,6 +87,10 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
          Run("gemma-cpu-int8-target-heldout", BOOK, f"{GEMMA_BENCH} --prompts heldout --max-new-tokens 64 "
              "--repeats 3 --null-arm --drafters none,eagle3:auto,hybrid:auto --target-precision float32,int8 "
              "--compare-llamacpp --out docs/benchmarks/gemma-cpu-int8-target-heldout"),
+         Run("tiny-cpu-int8-target", BOOK, "python -m core bench --preset tiny --prompts heldout --threads 2 "
+             "--max-new-tokens 64 --repeats 3 --null-arm --drafters none,eagle3:auto,hybrid:auto "
+             "--target-precision float32,int8 --out docs/benchmarks/tiny-cpu-int8-target",
+             "tiny has no GGUF: no llama.cpp rows."),
      ]),
     ("gemma-270m: P-EAGLE against EAGLE-3", "Chains of 3, 5 and 8 and the controller, each drafter alone and in "
      "hybrid; `draft ms/step` is in each run's bench.md ([drafters.md](drafters.md#peagle)).", [
