@@ -79,7 +79,8 @@ def fake_venv(folder: Path, script: str, monkeypatch) -> Path:
     """``folder`` as the vLLM venv (``fake_python`` with the stamp of a finished setup), its ``bin/python``
     the lab's Python running ``PROLOGUE`` then ``script``."""
     fake_python(folder, PROLOGUE + script, env.VENV_VARIABLE, monkeypatch)
-    env.stamp_file().write_text(json.dumps({"package": env.package(), "vllm": "0.32.0", "transformers": "4.57.0"}))
+    env.stamp_file().write_text(json.dumps({"package": env.package(), "vllm": "0.32.0", "transformers": "4.57.0",
+                                                 "plugin": env.PLUGIN_VERSION}))
     return folder
 
 

@@ -25,7 +25,8 @@ def fake_venv(tmp_path, monkeypatch):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").symlink_to(sys.executable)
     monkeypatch.setenv(env.VENV_VARIABLE, str(tmp_path))
-    env.stamp_file().write_text(json.dumps({"package": env.package(), "vllm": "x", "transformers": "y"}))
+    env.stamp_file().write_text(json.dumps({"package": env.package(), "vllm": "x", "transformers": "y",
+                                                 "plugin": env.PLUGIN_VERSION}))
     return tmp_path
 
 
@@ -37,7 +38,8 @@ def test_without_the_venv_the_runner_is_refused_with_the_setup_command(tmp_path,
 
 
 def test_a_stamp_for_another_package_is_not_ready(fake_venv):
-    env.stamp_file().write_text(json.dumps({"package": "vllm==0.0.1", "vllm": "0.0.1", "transformers": "y"}))
+    env.stamp_file().write_text(json.dumps({"package": "vllm==0.0.1", "vllm": "0.0.1", "transformers": "y",
+                                                 "plugin": env.PLUGIN_VERSION}))
     assert not env.ready() and "vllm==0.0.1" in env.missing_reason()
 
 
@@ -116,8 +118,8 @@ def test_spec_counters_read_vllms_names():
 
 
 @pytest.mark.parametrize("model_type, refusal", [
-    ("gemma3_text", "no EAGLE-3 interface"),  # vLLM 0.32 refuses it (docs/export.md)
     ("llama", "no exportable EAGLE-3 (eagle3-reference)"),  # nothing next to the target to export
+    ("gemma3_text", "no exportable EAGLE-3 (eagle3-reference)"),  # vLLM runs Gemma 3's through the lab's plugin
 ])
 def test_an_eagle3_vllm_cannot_run_is_refused_with_its_reason_and_no_path(tmp_path, model_type, refusal):
     from core.vllm.oracle import method

@@ -60,12 +60,13 @@ def test_a_setup_that_fails_leaves_the_working_venv_and_its_stamp(working_venv, 
 
 def test_setup_swaps_a_new_venv_in_and_its_console_scripts_keep_working(working_venv, monkeypatch, capsys):
     monkeypatch.setattr(env, "setup_commands", lambda folder, *_: [new_venv(folder), console_script(folder)])
-    monkeypatch.setattr(env, "IMPORT_CHECK", "print('vllm logs a line first'); print('0.32.0 4.57.0')")
+    monkeypatch.setattr(env, "IMPORT_CHECK", f"print('vllm logs a line first'); print('0.32.0 4.57.0 {env.PLUGIN_VERSION}')")
     for build, slot in enumerate(["venv-a", "venv-b", "venv-a"]):
         assert main(["vllm", "setup"]) == 0
         assert env.venv_dir().is_symlink() and env.venv_dir().resolve().name == slot
         assert sorted(p.name for p in working_venv.parent.iterdir()) == ["venv", slot]  # the old one removed
         assert env.ready() and env.stamp().vllm == "0.32.0" and env.stamp().transformers == "4.57.0"
+        assert env.stamp().plugin == env.PLUGIN_VERSION
         prefix = subprocess.run([str(env.python()), "-c", "import sys; print(sys.prefix)"], capture_output=True,
                                 text=True, check=True).stdout.strip()
         assert prefix == str(env.venv_dir())  # run by the link's path, the venv is the link
@@ -104,3 +105,27 @@ def test_a_stamp_that_is_not_what_setup_writes_counts_as_no_setup(working_venv, 
     assert env.stamp() is None and not env.ready()
     assert main(["vllm", "status"]) == 1
     assert capsys.readouterr().out.startswith(f"no vLLM environment at {working_venv}: run `python -m core vllm setup`")
+
+
+def test_a_venv_without_this_checkouts_plugin_is_not_ready_and_says_so(working_venv, capsys):
+    """A venv set up before the plugin (its stamp has no plugin field) or with another version of it."""
+    stamp = json.loads(env.stamp_file().read_text())
+    env.stamp_file().write_text(json.dumps({k: v for k, v in stamp.items() if k != "plugin"}))
+    assert not env.ready()
+    env.stamp_file().write_text(json.dumps({**stamp, "plugin": "0.0.1"}))
+    assert not env.ready()
+    assert main(["vllm", "status"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert not said["ready"] and said["installed"]["plugin"] == "0.0.1"
+    assert f"plugin 0.0.1, this checkout's is {env.PLUGIN_VERSION}" in said["fix"] and "python -m core vllm setup" in said["fix"]
+
+
+def test_setup_installs_the_plugin_from_a_copy_and_its_version_is_the_projects():
+    import tomllib
+
+    project = tomllib.loads((env.PLUGIN_DIR / "pyproject.toml").read_text())["project"]
+    assert project["name"] == env.PLUGIN and project["version"] == env.PLUGIN_VERSION
+    commands = env.setup_commands(env.PLUGIN_DIR.parent / "new-venv")
+    copy, install = commands[-2], commands[-1]
+    assert str(env.PLUGIN_DIR) in copy and install[-1] == copy[-1] != str(env.PLUGIN_DIR)  # built outside the checkout
+    assert "sdlab_vllm_plugin.gemma3" in env.IMPORT_CHECK

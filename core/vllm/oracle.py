@@ -17,7 +17,7 @@ from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, writ
 from core.drafters.weights import load_folder
 from core.common.errors import UserError
 from core.common.limits import MAX_DEPTH
-from core.models.loading import drafter_home, load_model, read_json, resolve_preset
+from core.models.loading import drafter_home, load_model, resolve_preset
 from core.records.metrics import tally
 from core.api.request import DecodeRequest
 from core.vllm import env
@@ -26,11 +26,6 @@ from core.vllm.schedule import decode
 
 METHODS = ("none", "eagle3", "draft", "ngram")
 NGRAM_MIN = 2  # vLLM's prompt_lookup_min for the ngram method (its documented examples use 2)
-# Targets vLLM 0.32 refuses an EAGLE-3 drafter for, by model_type, and why (docs/export.md)
-NO_EAGLE3_IN_VLLM = {
-    "gemma3_text": "vLLM 0.32's Gemma3ForCausalLM has no EAGLE-3 interface (it cannot give the drafter its "
-                   "auxiliary hidden states; an open pull request upstream adds it)",
-}
 
 
 def exports_dir() -> Path:
@@ -94,10 +89,6 @@ def method(name: str, preset: str, k: int = 3) -> Method:
         raise UserError(f"--k must be between 1 and {MAX_DEPTH} (got {k})")
     p = resolve_preset(preset)
     if name == "eagle3":
-        config = Path(p.target) / "config.json"
-        model_type = read_json(config, "the target's config").get("model_type") if config.is_file() else None
-        if model_type in NO_EAGLE3_IN_VLLM:
-            raise UserError(NO_EAGLE3_IN_VLLM[model_type])
         if not (drafter_home(p.target) / "eagle3-reference").is_dir():
             raise UserError("this target has no exportable EAGLE-3 (eagle3-reference) to give vLLM")
         return Method(name, k, eagle3_checkpoint=str(export_eagle3(p.target)))
