@@ -31,7 +31,7 @@ def test_every_trace_the_engine_writes_reads_back(traces):
         assert [s.to_dict() for s in trace.steps] == [
             line | {"expansion": line.get("expansion"), "decision": line.get("decision"), "inspect": line.get("inspect"),
                     "wait_s": line.get("wait_s"), "disturbed": line.get("disturbed", ""),
-                    "draft_forward_s": line.get("draft_forward_s")}  # older traces have none
+                    "draft_forward_s": line.get("draft_forward_s"), "anatomy": line.get("anatomy")}  # older traces have none
             for line in lines[1:-1]], name
         assert trace.summary["tokens"] == lines[-1]["tokens"] and trace.header["prompt"] == lines[0]["prompt"]
     assert read_trace(traces["eagle3"]).steps[0].expansion.kept_as
@@ -43,7 +43,8 @@ def test_the_schema_has_every_field_of_the_records():
     pairs = [(trace_schema.TraceStep, records.StepRecord), (trace_schema.TraceNode, records.NodeRecord),
              (trace_schema.TraceToken, records.TokenRecord), (trace_schema.TraceKV, records.KVStepRecord),
              (trace_schema.TraceInspect, detail.InspectRecord), (trace_schema.TracePosition, detail.PositionRecord),
-             (trace_schema.TraceRejection, detail.RejectionRecord)]
+             (trace_schema.TraceRejection, detail.RejectionRecord), (trace_schema.TraceAnatomy, records.AnatomyRecord),
+             (trace_schema.TraceHead, records.HeadRecord)]
     for model, record in pairs:
         assert set(model.model_fields) == {f.name for f in dataclasses.fields(record)}, model.__name__
 

@@ -13,10 +13,12 @@ import plotly.graph_objects as go
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_TRACE = ROOT / "assets" / "traces" / "example-tiny.jsonl"
 GEMMA_TRACE = ROOT / "assets" / "traces" / "example-gemma-270m.jsonl"  # hybrid, --tree auto: Replay's screenshot
-RUNS = {  # name -> core.generate options: a chain, a full tree, EAGLE-2's pruned tree (expansion), sampling
+RUNS = {  # name -> core.generate options: a chain, a full tree, EAGLE-2's pruned tree (expansion), Medusa's heads,
+    # sampling
     "chain": dict(drafter="draft", k=4),
     "tree": dict(drafter="draft", tree="2x3", block_size=4),
     "eagle3": dict(drafter="eagle3", tree="3x4", eagle_nodes=10),
+    "medusa": dict(drafter="medusa", tree="2x3"),  # each head's top tokens (StepRecord.anatomy)
     "sampled": dict(drafter="ngram", temperature=0.8, seed=3),
 }
 RENDER_BUDGET_S = 2.0

@@ -16,6 +16,7 @@ from core.runtime.tree import DraftTree
 
 if TYPE_CHECKING:
     from core.models.loading import LoadedModel, Preset
+    from core.records.steps import AnatomyRecord
 
 
 
@@ -260,6 +261,11 @@ class Drafter:
         It has ``tokens`` and ``record(texts) -> records.ExpansionRecord``."""
         return None
 
+    def anatomy(self, piece: Callable[[int], str]) -> "AnatomyRecord | None":
+        """What this drafter read at this step, for the page's anatomy picture (``piece``: a token's
+        text), or None for a drafter that has no learned parts."""
+        return None
+
 
 class Wrapper(Drafter):
     """A drafter built around another one, ``inner``: the run's hidden states, the drafter's cache, its
@@ -289,6 +295,9 @@ class Wrapper(Drafter):
 
     def own_kv(self):
         return self.inner.own_kv()
+
+    def anatomy(self, piece: Callable[[int], str]) -> "AnatomyRecord | None":
+        return self.inner.anatomy(piece)
 
     def expansion(self):
         expansion = self.inner.expansion()

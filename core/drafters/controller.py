@@ -324,6 +324,9 @@ class GoodputController(Wrapper):
     def expansion(self):
         return None if self.proposed is None else super().expansion()  # a step that drafted nothing scored nothing
 
+    def anatomy(self, piece):
+        return None if self.proposed is None else super().anatomy(piece)  # nor read anything
+
     # ---- what things cost ---------------------------------------------------------------------
     def _verify_s(self, n: int) -> float:
         return self.curve.seconds(n) * self.verify_scale

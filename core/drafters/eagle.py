@@ -36,7 +36,7 @@ from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run
 from core.drafters.vocab import ContextColumns
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
 from core.common.limits import MAX_TREE_NODES
-from core.records.steps import ExpansionRecord
+from core.records.steps import AnatomyRecord, ExpansionRecord
 from core.runtime.kv_cache import PagedKVCache, RequestKV, SlotLayout
 from core.runtime.tree import DraftTree
 
@@ -161,8 +161,10 @@ class EagleDrafter(Drafter):
                 net.use_half_products()
             return net
 
-        _, self.net = prepared(folder, self.name, target.model, half_products, make)
+        config, self.net = prepared(folder, self.name, target.model, half_products, make)
         self.hidden_layers = self.net.config.target_layers
+        self.target_num_layers = int(config["target"]["num_hidden_layers"])
+        self.ttt_steps = config.get("training", {}).get("options", {}).get("ttt_steps")  # None: not recorded
         self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
         self.model_path = str(folder)
@@ -216,6 +218,15 @@ class EagleDrafter(Drafter):
 
     def expansion(self) -> Expansion | None:
         return self.last_expansion
+
+    def anatomy(self, piece) -> AnatomyRecord | None:
+        """The target layers it reads, its draft vocabulary and how it was trained (its expansion is the
+        step's ``expansion``); None when it drafted nothing this step."""
+        if self.last_expansion is None:
+            return None
+        return AnatomyRecord(drafter=self.name, target_layers=list(self.hidden_layers),
+                             target_num_layers=self.target_num_layers, draft_vocab_size=self.net.config.draft_vocab_size,
+                             vocab_size=self.net.vocab_size, ttt_steps=self.ttt_steps)
 
     def own_kv(self):
         return self.kv

@@ -28,6 +28,7 @@ from core.drafters.eagle import Eagle3Drafter, EagleOptions
 from core.drafters.ngram import NgramDrafter
 from core.drafters.peagle import PEagleDrafter
 from core.common.limits import MAX_TREE_NODES
+from core.records.steps import AnatomyRecord
 from core.runtime.tree import DraftTree
 
 
@@ -65,6 +66,12 @@ class HybridDrafter(Wrapper):
         merged = self.ngram.propose(replace(ctx, max_depth=free))  # the n-gram chain (or nothing), proposer "ngram"
         self.renumbering = merge_into(merged, self.eagle_tree, self.eagle.name, self.max_nodes)
         return merged
+
+    def anatomy(self, piece):
+        """EAGLE-3's (or P-EAGLE's) anatomy, named as the hybrid's: the tree's proposers say which branch is whose."""
+        inner = self.eagle.anatomy(piece)
+        return AnatomyRecord(drafter=self.name, feature_drafter=self.eagle.name) if inner is None else \
+            replace(inner, drafter=self.name, feature_drafter=self.eagle.name)
 
     def commit(self, tree: DraftTree, accepted: tuple[int, ...]) -> None:
         self.eagle.commit(self.eagle_tree, ())  # EAGLE recomputes accepted positions from true features

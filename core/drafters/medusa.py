@@ -26,10 +26,12 @@ from core.drafters.vocab import Columns, ContextColumns, keep_draft_vocab
 from core.drafters.weights import LearnedOptions, default_folder, load_checked, prepared
 from core.common.errors import UserError
 from core.common.limits import MAX_TREE_NODES
+from core.records.steps import AnatomyRecord, HeadRecord
 from core.runtime.kernels import half_linears, half_product
 from core.runtime.tree import DraftTree
 
 MAX_RANK = 32
+ANATOMY_TOP = 5  # each head's top tokens a step records (more where the tree reads deeper ranks of it)
 
 Choices = tuple[tuple[int, ...], ...]
 
@@ -245,9 +247,11 @@ class MedusaDrafter(Drafter):
         self.feature: torch.Tensor | None = None
         self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
+        self.reading: list[tuple[list[int], list[float]]] | None = None  # per head: top tokens, probs (this step)
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.feature = None
+        self.reading = None
         self.context = None if self.draft_vocab_only else self.heads.context_columns()
 
     def observe(self, tokens: list[int], hidden: list[torch.Tensor]) -> None:
@@ -255,6 +259,7 @@ class MedusaDrafter(Drafter):
 
     @torch.inference_mode()
     def propose(self, ctx: ProposeContext) -> DraftTree:
+        self.reading = None
         if self.feature is None or ctx.max_depth <= 0:
             return DraftTree()  # a one-token prompt: no hidden state yet
         if self.context is not None:
@@ -262,4 +267,30 @@ class MedusaDrafter(Drafter):
         columns = self.heads.columns if self.context is None else self.context.columns
         with self.counted_forward():
             head_logits = columns.proposable(self.heads(self.feature, self.context)).float()  # [K, columns]
+        self.reading = head_reading(head_logits, self.choices, ctx.temperature, columns)
         return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator, columns)
+
+    def anatomy(self, piece) -> AnatomyRecord | None:
+        """Every head's top tokens at this step (the tree's nodes are cut from them), or None when it drafted nothing."""
+        if self.reading is None:
+            return None
+        heads = [HeadRecord(depth=i + 1, tokens=tokens, texts=[piece(t) for t in tokens],
+                            probs=[round(p, 6) for p in probs]) for i, (tokens, probs) in enumerate(self.reading)]
+        return AnatomyRecord(drafter=self.name, heads=heads)
+
+
+def head_reading(head_logits: torch.Tensor, choices: Choices, temperature: float,
+                 columns: Columns) -> list[tuple[list[int], list[float]]]:
+    """Per head, its ``ANATOMY_TOP`` most likely target tokens (more if ``choices`` read a deeper rank of
+    it) and their probabilities at ``temperature`` (0: the plain softmax, which greedy ranks by).
+
+    head_logits: [K, proposable columns], as ``build_tree`` reads them."""
+    deepest = [0] * head_logits.shape[0]
+    for path in choices:
+        deepest[len(path) - 1] = max(deepest[len(path) - 1], path[-1] + 1)
+    probs = torch.softmax(head_logits / (temperature if temperature > 0 else 1.0), dim=-1)  # [K, columns]
+    reading = []
+    for head, row in enumerate(probs):
+        top = torch.topk(row, min(max(ANATOMY_TOP, deepest[head]), row.shape[-1]))
+        reading.append((columns.target_ids(top.indices).tolist(), top.values.tolist()))
+    return reading

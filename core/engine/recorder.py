@@ -108,6 +108,7 @@ class StepRecorder:
             draft_forward_s=[round(x, 6) for x in outcome.draft_forward_s] or None,
             finished=outcome.run_finished,
             expansion=self._expansion(),
+            anatomy=self.drafter.anatomy(text.piece),
             decision=self._decision(outcome),
             inspect=inspect_step(tree, outcome.target, acceptance, text.piece) if self.inspect else None,
             wait_s=None if outcome.wait_s is None else round(outcome.wait_s, 6),

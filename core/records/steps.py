@@ -65,6 +65,32 @@ class ExpansionRecord:
 
 
 @dataclass(frozen=True)
+class HeadRecord:
+    """One Medusa head's reading at a step: its most likely tokens at its offset."""
+
+    depth: int  # the tree depth it guesses (head i: depth i + 1, the token i + 2 places after the root's feature)
+    tokens: list[int]  # its top tokens, most likely first
+    texts: list[str]
+    probs: list[float]  # its probabilities of them (at the step's temperature; softmax of the logits at 0)
+
+
+@dataclass(frozen=True)
+class AnatomyRecord:
+    """What a learned drafter read and held at one step, from its own tensors and weights' config (the
+    page's anatomy picture). ``drafter`` names the kind; the other fields are those the kind has."""
+
+    drafter: str  # "medusa" | "eagle" | "eagle3" | "peagle" | "hybrid"
+    heads: list[HeadRecord] = field(default_factory=list)  # Medusa: every head's top tokens this step
+    target_layers: list[int] = field(default_factory=list)  # EAGLE family: the target hidden_states it reads
+    # (indices into transformers' hidden_states: 0 the embeddings, L the last layer's output)
+    target_num_layers: int | None = None  # L, the target's decoder layers
+    draft_vocab_size: int | None = None  # the columns its LM head scores (None: the target's whole vocabulary)
+    vocab_size: int | None = None  # the target's vocabulary
+    ttt_steps: int | None = None  # training-time test steps its weights were trained with (1: none; None: not recorded)
+    feature_drafter: str | None = None  # hybrid: the feature drafter beside the n-gram lookup
+
+
+@dataclass(frozen=True)
 class DecisionRecord:
     """What the goodput controller (``--k auto``) decided before the verify, and how it turned out."""
 
@@ -109,6 +135,7 @@ class StepRecord:
     disturbed: str = ""  # "" | "cpu" | "slow" | "plain": why its times are not this machine's undisturbed
     # times (``core.common.timing.disturbed``); counts are facts either way
     draft_forward_s: list[float] | None = None  # seconds of each drafting forward within draft_s (None: none timed)
+    anatomy: AnatomyRecord | None = None  # what a learned drafter read this step (None: not a learned drafter)
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": TRACE_SCHEMA, "type": "step", **asdict(self)}
@@ -126,6 +153,10 @@ class StepRecord:
             data["expansion"] = ExpansionRecord(**_known_fields(ExpansionRecord, data["expansion"]))
         if data.get("decision") is not None:
             data["decision"] = DecisionRecord(**_known_fields(DecisionRecord, data["decision"]))
+        if data.get("anatomy") is not None:
+            anatomy = _known_fields(AnatomyRecord, data["anatomy"])
+            anatomy["heads"] = [HeadRecord(**_known_fields(HeadRecord, h)) for h in anatomy.get("heads", [])]
+            data["anatomy"] = AnatomyRecord(**anatomy)
         if data.get("inspect") is not None:
             inspect, rejection = data["inspect"], data["inspect"].get("rejection")
             data["inspect"] = InspectRecord(

@@ -210,6 +210,47 @@ class TraceExpansion(_Record):
         return self
 
 
+MAX_HEAD_TOP = 32  # a Medusa head's top tokens a step records: at most its deepest rank (MAX_RANK)
+MAX_READ_LAYERS = 8  # the target layers a feature drafter reads (EAGLE-3: three)
+MAX_LAYER = 1024
+
+
+class TraceHead(_Record):
+    """One Medusa head's top tokens at a step."""
+
+    depth: Annotated[int, Field(ge=1, le=MAX_DEPTH)]
+    tokens: Annotated[list[TokenId], Field(max_length=MAX_HEAD_TOP)]
+    texts: Annotated[list[Text], Field(max_length=MAX_HEAD_TOP)]
+    probs: Annotated[list[Probability], Field(max_length=MAX_HEAD_TOP)]
+
+    @model_validator(mode="after")
+    def _parallel(self) -> "TraceHead":
+        if not len(self.tokens) == len(self.texts) == len(self.probs):
+            raise ValueError("tokens, texts and probs must have one entry per head candidate")
+        return self
+
+
+class TraceAnatomy(_Record):
+    """What a learned drafter read at a step (``core.records.steps.AnatomyRecord``)."""
+
+    drafter: Annotated[str, Field(max_length=32)]
+    heads: Annotated[list[TraceHead], Field(max_length=MAX_DEPTH)] = []
+    target_layers: Annotated[list[Annotated[int, Field(ge=0, le=MAX_LAYER)]], Field(max_length=MAX_READ_LAYERS)] = []
+    target_num_layers: Annotated[int, Field(ge=1, le=MAX_LAYER)] | None = None
+    draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
+    ttt_steps: Annotated[int, Field(ge=1, le=MAX_DEPTH * 4)] | None = None
+    feature_drafter: Annotated[str, Field(max_length=32)] | None = None
+
+    @model_validator(mode="after")
+    def _within(self) -> "TraceAnatomy":
+        if self.target_num_layers is not None and any(i > self.target_num_layers for i in self.target_layers):
+            raise ValueError("a read layer beyond the target's layers")
+        if None not in (self.draft_vocab_size, self.vocab_size) and self.draft_vocab_size > self.vocab_size:
+            raise ValueError("a draft vocabulary larger than the target's")
+        return self
+
+
 class TraceDecision(_Record):
     """The goodput controller's decision of a step (``--k auto``)."""
 
@@ -297,6 +338,7 @@ class TraceStep(_Record):
     wait_s: Seconds | None = None
     disturbed: Literal["", "cpu", "slow", "plain"] = ""
     draft_forward_s: Annotated[list[Seconds], Field(max_length=MAX_DEPTH + 1)] | None = None
+    anatomy: TraceAnatomy | None = None
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> "TraceStep":
