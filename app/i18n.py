@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from .anatomy_text import ANATOMY_TEXT
+
 LANGS = ("zh", "en")
 DEFAULT_LANG = "zh"
 LANG_CHOICES = [("中文", "zh"), ("English", "en")]
@@ -194,11 +196,13 @@ TEXT: dict[str, tuple[str, str]] = {
     "btn.predict_next": ("下一步：先猜", "Next step: guess first"),
     "btn.predict_reveal": ("揭晓", "Reveal"),
     "predict.intro": (
-        "### 猜一猜\n每按一次“下一步：先猜”，草稿就猜出几个 token，但目标模型的判断先藏起来。请全班选出你们认为"
-        "**目标模型会保留**的草稿 token，再按“揭晓”：看看对了几个，分数会一直累计。",
+        "### 猜一猜\n每按一次“下一步：先猜”，草稿就猜出几个 token，但目标模型的判断先藏起来。先选一个问题："
+        "**目标会保留哪些**草稿 token、它**第一个拒绝哪个**、这一步**写出几个** token；全班作答后按“揭晓”，答案"
+        "来自引擎这一步的真实记录，每类题各自累计分数。",
         "### Predict\nEach press of \"Next step: guess first\" drafts a few tokens but hides the target's verdict. "
-        "Pick the drafted tokens you think **the target keeps**, then press Reveal: see how many you got right; the "
-        "score adds up over the steps."),
+        "Choose a question: which drafted tokens **the target keeps**, which one it **refuses first**, or **how many "
+        "tokens** the step writes; answer, then press Reveal. The answer is the engine's own record of the step, "
+        "and each question keeps its own score."),
     "predict.choices": ("你认为目标会保留哪些草稿 token？", "Which drafted tokens will the target keep?"),
     "predict.hint": ("按“下一步：先猜”开始", "press \"Next step: guess first\" to begin"),
     "predict.guess_title": ("第 {step} 步：草稿猜了这些，目标会保留哪些？", "Step {step}: the draft guessed these. "
@@ -233,6 +237,58 @@ TEXT: dict[str, tuple[str, str]] = {
                         "的吞吐提升。",
                         "The 1.38× quoted in Part 3 comes from another machine: the article's throughput gain for "
                         "EAGLE-3 at batch 64 on a GPU."),
+    # ---- predict mode's step questions (app/views/classroom/exercises.py), checked against the step's record --
+    "predict.kind": ("这一步问什么", "The question for this step"),
+    "predict.kind_keep": ("目标会保留哪些草稿 token", "Which drafted tokens the target keeps"),
+    "predict.kind_reject": ("目标第一个拒绝哪个 token", "Which token the target refuses first"),
+    "predict.kind_count": ("这一步写出几个 token", "How many tokens this step writes"),
+    "predict.reject_label": ("你认为目标第一个拒绝的草稿 token", "The first drafted token you think the target refuses"),
+    "predict.count_label": ("你认为这一步写出的 token 数", "How many tokens you think this step writes"),
+    "predict.none": ("一个也不拒绝：保留一整条分支", "none: it keeps a whole branch"),
+    "predict.reject_title": ("第 {step} 步：草稿猜了这些，目标第一个拒绝哪个？", "Step {step}: the draft guessed these. "
+                             "Which does the target refuse first?"),
+    "predict.count_title": ("第 {step} 步：草稿猜了这些，这一步会写出几个 token？", "Step {step}: the draft guessed "
+                            "these. How many tokens will this step write?"),
+    "predict.reject_ask": ("选好后按“揭晓”。提示：目标从根往下逐个检查，遇到第一个它不同意的 token 就停下。",
+                           "Choose, then press Reveal. Hint: the target checks from the root down and stops at the "
+                           "first token it disagrees with."),
+    "predict.count_ask": ("选好后按“揭晓”。提示：被保留的草稿 token，再加上目标自己写的 1 个。",
+                          "Choose, then press Reveal. Hint: the drafted tokens it keeps, plus one token of its own."),
+    "predict.right": ("**猜对了**。", "**Right.**"),
+    "predict.wrong": ("**没猜对**：你选的是 {guess}。", "**Not this time:** you chose {guess}."),
+    "predict.unscored_nothing": ("不计分：这一步草稿什么也没猜，目标自己写了 1 个 token。",
+                                 "Not scored: the draft guessed nothing this step; the target wrote its one token "
+                                 "itself."),
+    "predict.unscored_blank": ("不计分：没有选答案。", "Not scored: no answer was chosen."),
+    "predict.stopped": ("目标保留了 {kept}，第一个不同意的是 **{first}**，它在那里写下自己的 token {next}（修正）。",
+                        "The target kept {kept}; the first token it disagreed with was **{first}**, and it wrote its "
+                        "own token {next} there (the correction)."),
+    "predict.stopped_at_root": ("目标从第一个草稿 token **{first}** 起就不同意，一个也没保留，在那里写下自己的 token "
+                                "{next}（修正）。",
+                                "The target disagreed with the very first drafted token, **{first}**, kept none, and "
+                                "wrote its own token {next} there (the correction)."),
+    "predict.siblings": ("同一个位置的其它分支也都被拒绝了：{others}。", "It refused the other branches at that "
+                         "position too: {others}."),
+    "predict.kept_all": ("目标在它走的路径上一个也没拒绝：保留了 {kept}，还顺带多写了一个奖励 token {next}。",
+                         "The target refused nothing on its path: it kept {kept} and added a bonus token {next}."),
+    "predict.picked_unreached": ("{guess} 排在被拒绝的 token 之后，目标根本没有检查它。",
+                                 "{guess} comes after a refused token: the target never checked it."),
+    "predict.picked_sibling": ("{guess} 也没被保留，但那是因为目标选了它旁边的另一条分支，并沿那条分支继续往下。",
+                               "{guess} was not kept either, but only because the target took the branch beside it "
+                               "and went on along that one."),
+    "predict.count_is": ("这一步写出 **{n}** 个 token：目标保留的 {kept} 个草稿 token，加上它自己的 {next}（{kind}）。",
+                         "This step wrote **{n}** tokens: the {kept} drafted tokens the target kept, plus its own "
+                         "{next} ({kind})."),
+    "predict.count_cut": ("这一步写出 **{n}** 个 token：{tokens}。运行在这里结束（{reason}），没有写满这一步的 {full} 个。",
+                          "This step wrote **{n}** tokens: {tokens}. The run ended there ({reason}), short of the "
+                          "step's {full}."),
+    "predict.cut_budget": ("token 预算用完了", "the token budget was used up"),
+    "predict.cut_eos": ("写出了结束符", "it wrote the end-of-text token"),
+    "predict.kind_score": ("这一类题累计猜对 **{right}/{total}**", "This question so far: **{right} of {total}** right"),
+    "predict.scores": ("各类题累计：保留哪些 {keep}；第一个拒绝 {reject}；写出几个 {count}",
+                       "Scores so far: tokens kept {keep} · first refusal {reject} · tokens written {count}"),
+    "predict.bad_answer": ("“{value}”不是这一题的选项（可选：{options}）",
+                           "\"{value}\" is not one of this question's choices ({options})"),
     "btn.play": ("播放", "Play"),
     "btn.pause": ("暂停", "Pause"),
     "btn.stop": ("停止", "Stop"),
@@ -286,6 +342,7 @@ TEXT: dict[str, tuple[str, str]] = {
                     "Tick \"expand the whole tree\" to see them."),
     "tree.top5": ("目标模型在这个位置的前 5 个候选（熵 {h:.2f} nats）：", "the target's top 5 here (entropy {h:.2f} nats):"),
     "ctl.expand": ("展开整棵树", "expand the whole tree"),
+    "page.scroll_cue": ("⇠ 左右滑动，看整张图或整张表 ⇢", "⇠ swipe sideways for the whole figure or table ⇢"),
     "ctl.expand_info": ("大树默认把目标没检查到的分支折叠成“+N”；可以在图上拖动放大", "large trees fold the "
                         "branches the target never reached into \"+N\"; drag on the plot to zoom"),
     "panel.lossless": ("为什么输出不变（无损）", "Why the output stays the target's (lossless)"),
@@ -387,6 +444,78 @@ TEXT: dict[str, tuple[str, str]] = {
     "kv.freed_marker": ("有整块归还", "a block returned"),
     "kv.freed_hover": ("归还的块：{blocks}", "blocks returned: {blocks}"),
     "kv.blocks": ("块", "blocks"),
+    # ---- the current step, animated (app/figures/animation.py): one caption per recorded event ----
+    "panel.animation": ("这一步的动画回放", "This step, replayed"),
+    "anim.play": ("▶ 播放", "▶ Play"),
+    "anim.pause": ("暂停", "Pause"),
+    "anim.tab.draft": ("起草", "draft"),
+    "anim.tab.verify": ("验证", "verify"),
+    "anim.tab.accept": ("接受", "accept"),
+    "anim.tab.correction": ("修正", "correct"),
+    "anim.tab.resample": ("重采样", "resample"),
+    "anim.tab.bonus": ("奖励", "bonus"),
+    "anim.tab.target": ("目标", "target"),
+    "anim.tab.kv": ("释放", "free KV"),
+    "anim.draft_none": ("起草：这一步没有草稿，目标模型只能像普通解码那样自己写 1 个 token。",
+                        "Draft: nothing was drafted this step; the target writes 1 token by itself, as plain "
+                        "decoding does."),
+    "anim.draft_chain": ("起草：草稿一口气猜出 {drafted} 个 token，连成一条链：{tokens}。目标模型还没看过它们（灰蓝）。",
+                         "Draft: the drafter guesses {drafted} tokens in a chain: {tokens}. The target has not "
+                         "seen them yet (grey-blue)."),
+    "anim.draft_tree": ("起草：草稿树共 {drafted} 个节点、{depth} 层，第一层的候选是 {first}。目标模型还没看过它们（灰蓝）。",
+                        "Draft: a tree of {drafted} nodes, {depth} levels deep; its first level offers {first}. "
+                        "The target has not seen them yet (grey-blue)."),
+    "anim.verify": ("验证：目标模型只做一次前向，同时算完 {positions} 个位置（根 {root} 加 {drafted} 个草稿 token），"
+                    "并为它们写入 {written} 个 KV 槽位（深蓝）。",
+                    "Verify: ONE target forward over {positions} positions at once (the root {root} and {drafted} "
+                    "drafted tokens) writes their {written} KV slots (dark blue)."),
+    "anim.verify_none": ("验证：目标模型对根 {root} 做一次普通前向，写入 {written} 个 KV 槽位（深蓝）。",
+                         "Verify: one plain target forward over the root {root} writes {written} KV slots "
+                         "(dark blue)."),
+    "anim.accept_some": ("接受：目标模型认可前 {kept} 个（{tokens}），到 {refused} 不认可；后面 {not_reached} 个节点"
+                         "没有轮到检查。",
+                         "Accept: the target agrees with the first {kept} ({tokens}) and refuses {refused}; "
+                         "{not_reached} nodes after it are never reached."),
+    "anim.accept_none": ("接受：{drafted} 个草稿一个也没留下，第一个位置就被拒绝：{refused}；后面 {not_reached} 个节点"
+                         "没有轮到检查。",
+                         "Accept: none of the {drafted} drafted tokens is kept, refused at the first position: "
+                         "{refused}; {not_reached} nodes after it are never reached."),
+    "anim.accept_all": ("接受：目标模型认可了一整条路径，{drafted} 个草稿中接受 {kept} 个：{tokens}。",
+                        "Accept: the target agrees with a whole path, {kept} of the {drafted} drafted tokens: "
+                        "{tokens}."),
+    "anim.correction": ("修正：在第 {depth} 个位置，目标模型换上自己的 token {token}（橙色）。这一步给文本加了 "
+                        "{emitted} 个 token。",
+                        "Correct: at position {depth} the target puts its own token {token} (orange). The step "
+                        "adds {emitted} tokens to the text."),
+    "anim.resample": ("重采样：第 {depth} 个位置的草稿没被接受，目标模型从剩余分布 norm(max(0, p − q)) 里抽出 {token}"
+                      "（橙色），输出的分布因此和目标模型自己的一样。这一步给文本加了 {emitted} 个 token。",
+                      "Resample: the draft at position {depth} was refused, so the target draws {token} from the "
+                      "residual norm(max(0, p − q)) (orange), which keeps the output distributed as the target's "
+                      "own. The step adds {emitted} tokens to the text."),
+    "anim.bonus": ("奖励：整条路径都被接受，同一次前向顺带给出下一个 token {token}（紫色），不用再多算一次。这一步给文本"
+                   "加了 {emitted} 个 token。",
+                   "Bonus: the whole path was accepted, so the same forward also gives the next token {token} "
+                   "(purple) for free. The step adds {emitted} tokens to the text."),
+    "anim.target": ("目标：没有草稿可查，目标模型写下 {token}（蓝色），与普通解码相同。这一步给文本加了 {emitted} 个 token。",
+                    "Target: with nothing to check, the target writes {token} (blue), as plain decoding does. The "
+                    "step adds {emitted} tokens to the text."),
+    "anim.kv_slots": ("释放 KV：被拒绝和没轮到的 {freed} 个槽位交还（红色），留下的 {kept} 个变成已占用（绿色）；"
+                      "没有整块空出来，本请求占用的块：{before} → {after}。",
+                      "Free KV: the slots of refused and unreached tokens go back ({freed}, red), the accepted "
+                      "path's stay ({kept}, green); no block emptied, the request's blocks: {before} → {after}."),
+    "anim.kv_blocks": ("释放 KV：{freed} 个槽位交还（红色），{kept} 个留下（绿色）；块 {blocks} 整块空出，还给了共享池"
+                       "（{n_blocks} 块），本请求占用的块：{before} → {after}。",
+                       "Free KV: the slots of refused and unreached tokens go back ({freed}, red), the accepted "
+                       "path's stay ({kept}, green); block {blocks} emptied and returned to the shared pool "
+                       "({n_blocks} blocks), the request's blocks: {before} → {after}."),
+    "anim.kv_none": ("释放 KV：本步写入的 {kept} 个槽位全部留下（绿色），没有要交还的；本请求占用的块：{before} → {after}。",
+                     "Free KV: every slot written this step stays ({kept}, green), none goes back; the "
+                     "request's blocks: {before} → {after}."),
+    "anim.kv_label": ("KV 缓存：本步写入或归还的块", "KV cache: the blocks this step wrote or freed"),
+    "anim.slot_written": ("本步验证时写入，尚未判定", "written by the verify, not judged yet"),
+    "anim.hover_root": ("根：上一个已确定的 token {token}", "root: the last committed token {token}"),
+    "anim.hover_draft": ("{token} · 草稿的概率 q = {q:.3f}", "{token} · the draft's q = {q:.3f}"),
+    "anim.hover_target": ("目标的概率 p = {p:.3f}", "the target's p = {p:.3f}"),
     # ---- live plots ----------------------------------------------------------------------------
     "axis.step": ("步", "step"),
     "live.acceptance": ("接受率", "Acceptance rate"),
@@ -1243,6 +1372,7 @@ TEXT: dict[str, tuple[str, str]] = {
                    "{realised}× plain decoding's speed."
                    "<br>The drafter suggested {offered} tokens; {chosen} were sent to the target to check."),
 }
+TEXT.update(ANATOMY_TEXT)
 
 
 # "1 new tokens" -> "1 new token": English counts of one, after the numbers are filled in
