@@ -12,7 +12,8 @@ float32 and int8 targets' v(n), after a short Compare at each precision) and cla
 ``--only parallel --preset gemma-270m`` timeline-peagle-<preset>.png (Compare's lanes of eagle3 and peagle,
 k = 5: five drafting forwards a step against one) and classroom-parallel.png.
 ``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
-and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py).
+and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py); with ``--preset gemma-270m``
+monitor-vllm-serve-gemma-270m.png, Gemma 3 and its exported EAGLE-3 served through the lab's vLLM plugin.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
-from vllm_serving import export_drafter, tiny_server, watch_requests
+from vllm_serving import eagle3_server, export_drafter, watch_requests
 
 from core.models.prompts import load_prompts
 
@@ -64,13 +65,14 @@ def take_batch(page, out: Path, name: str) -> None:
     print(out / f"{name}.png")
 
 
-def take_vllm_serve(out: Path) -> None:
+def take_vllm_serve(out: Path, preset: str = "tiny") -> None:
     """All 16 held-out prompts (the test sends 8): more windows in the picture. Prints the page's summary
     beside what vLLM's /metrics counted."""
+    shot = out / ("monitor-vllm-serve.png" if preset == "tiny" else f"monitor-vllm-serve-{preset}.png")
     with tempfile.TemporaryDirectory() as folder, browser_page() as page:
-        with tiny_server(export_drafter(Path(folder) / "eagle3")) as server:
-            watched = watch_requests(page, server, screenshot=out / "monitor-vllm-serve.png", prompts=load_prompts())
-    print(out / "monitor-vllm-serve.png")
+        with eagle3_server(export_drafter(Path(folder) / "eagle3", preset), preset=preset) as server:
+            watched = watch_requests(page, server, screenshot=shot, prompts=load_prompts())
+    print(shot)
     print(f"the page: {watched.summary}\n/metrics: {watched.metrics.summary()}")
 
 
@@ -120,7 +122,7 @@ def take_parallel(page, out: Path, preset: str) -> None:
 def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
     if only == "vllm-serve":
-        take_vllm_serve(out)
+        take_vllm_serve(out, preset)
         return
     with running_app(preset, timeout_s=300) as url, browser_page() as page:
         open_app(page, url)

@@ -15,7 +15,7 @@ import os
 import pytest
 from app_driver import browser_page, missing_browser
 from app_server import ROOT, TINY_MISSING, TINY_READY
-from vllm_serving import K, MAX_TOKENS, export_drafter, tiny_server, watch_requests
+from vllm_serving import K, MAX_TOKENS, eagle3_server, export_drafter, watch_requests
 
 from core.vllm import env
 from core.vllm.client import VllmError
@@ -34,7 +34,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 def test_the_monitor_shows_vllms_own_acceptance_per_position(tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     drafter = export_drafter(tmp_path / "eagle3")
-    with tiny_server(drafter, log_file=tmp_path / "vllm.log") as server, browser_page() as page:
+    with eagle3_server(drafter, log_file=tmp_path / "vllm.log") as server, browser_page() as page:
         watched = watch_requests(page, server, screenshot=ARTIFACTS / "monitor-vllm-serve.png")
         assert server.process.poll() is None
     for reply in watched.replies:  # the budget, or the end-of-sequence token before it

@@ -89,16 +89,16 @@ def settled(server: Server, timeout_s: float = 30.0) -> Counters:
     raise AssertionError(f"vLLM's counters still moving after {timeout_s:.0f} s")
 
 
-def export_drafter(out: Path) -> Path:
-    """The tiny target's EAGLE-3 in vLLM's layout, by the lab's own command."""
-    assert main(["export", "--drafter", "eagle3", "--preset", "tiny", "--format", "vllm", str(out)]) == 0
+def export_drafter(out: Path, preset: str = "tiny") -> Path:
+    """The preset target's EAGLE-3 in vLLM's layout, by the lab's own command."""
+    assert main(["export", "--drafter", "eagle3", "--preset", preset, "--format", "vllm", str(out)]) == 0
     return out
 
 
 @contextlib.contextmanager
-def tiny_server(drafter: Path, log_file: Path | None = None):
+def eagle3_server(drafter: Path, log_file: Path | None = None, preset: str = "tiny"):
     """One thread: on a busy 2-core machine two OpenMP threads spin-wait for each other (tests/conftest.py)."""
-    with serve(resolve_preset("tiny").target, {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": K},
+    with serve(resolve_preset(preset).target, {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": K},
                threads=1, log_file=log_file) as server:
         yield server
 
