@@ -185,7 +185,9 @@ def test_no_two_labels_overlap(n, collapse):
         assert not overlaps(layout.label_boxes(plot_width=900)), (n, seed)
         fig = tree_figure_of(root, nodes, nxt, collapse)
         drawn = sum(len(trace.text) for trace in fig.data if trace.mode == "markers+text")
-        assert drawn == len(layout.keys) and fig.layout.height == layout.height
+        margin = fig.layout.margin  # the plot area is the rows' height: every label where label_boxes says
+        assert drawn == len(layout.keys) and fig.layout.height - margin.t - margin.b == pytest.approx(
+            layout.plot_height, abs=1)
 
 
 def tree_figure_of(root, nodes, nxt, collapse):

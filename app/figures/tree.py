@@ -41,21 +41,72 @@ FAINT = 0.5  # a box fainter than this gets dark text (white would vanish into t
 
 @dataclass(frozen=True)
 class Look:
-    """Sizes in pixels: the box, its text, and the row each leaf gets (box, q·p line, a gap)."""
+    """Sizes in pixels: the box, its text and how many lines of q · p go under it (0: left to the
+    tooltip)."""
 
     marker: int
     font: int
-    row: int
     chars: int  # token text longer than this is cut (the tooltip has it whole)
+    probs_lines: int = 0  # "q 0.12 · p 0.34" on one line, "q 0.12" over "p 0.34" on two, or none
 
-    @classmethod
-    def of(cls, boxes: int, probs_below: bool) -> "Look":
-        if boxes <= SMALL:
-            return cls(44, 14, 44 + (20 if probs_below else 8), 5)
-        return cls(28, 10, 28 + 6, 4)
+    @property
+    def above(self) -> float:
+        """Pixels a node takes above its centre."""
+        return max(self.marker, self.font * LINE) / 2
+
+    @property
+    def below(self) -> float:
+        """Pixels a node takes below its centre, its q · p lines included."""
+        return self.above + (PROBS_GAP + self.probs_lines * PROBS_LINE if self.probs_lines else 0)
+
+    @property
+    def row(self) -> float:
+        """Pixels between two leaves: one node, its q · p lines, a gap."""
+        return self.above + self.below + ROW_GAP
+
+    @property
+    def probs_shift(self) -> float:
+        """How far below its node's centre the q · p text's centre sits."""
+        return self.above + PROBS_GAP + self.probs_lines * PROBS_LINE / 2
 
 
-MARGIN_TOP, MARGIN_BOTTOM = 60, 60  # title, depth axis
+# Every label is laid out for a plot area at least MIN_PLOT_WIDTH wide (a phone keeps plots 660 px
+# wide, app/page.css): a node's column must hold its box, its text and its q · p lines side by side
+# with the next column's, else a smaller look is taken, q and p go on two lines, then to the tooltip.
+MIN_PLOT_WIDTH = 560
+LOOKS = ((44, 14, 5), (28, 10, 4), (20, 9, 2))  # (marker, font, chars), largest first; the first only up to SMALL boxes
+LINE = 1.3  # a text line's height, in ems
+PROBS_FONT, PROBS_LINE, PROBS_GAP = 10, 13, 3  # the q · p text: size, line height, gap under its box
+ROW_GAP, COLUMN_GAP = 6, 6  # pixels kept free between two rows, two columns
+PROBS_SAMPLE, PROBS_LINES = "q 0.00 · p 0.00", ("q 0.00", "p 0.00")
+TICK_FONT, TICK_GAP, TICK_SAMPLE = 12, 4, "root"  # the depth axis's numbers, under the plot area
+PAD = 4  # pixels kept free between the plot area's edge and the outermost labels
+
+
+def probs_text(draft_prob: float, target_prob: float, lines: int) -> str:
+    """The q · p label of a node, on ``lines`` lines."""
+    q, p = f"q {draft_prob:.2f}", f"p {target_prob:.2f}"
+    return f"{q} · {p}" if lines == 1 else f"{q}<br>{p}"
+
+
+def pick_look(boxes: int, depth: int, texts: list[str], show_probs: bool) -> Look:
+    """The largest look whose columns hold every label at MIN_PLOT_WIDTH, with as many q · p lines
+    as fit (a small tree only)."""
+    column = MIN_PLOT_WIDTH / (depth + 1.2)  # the x range is [-0.6, depth + 0.6]
+    looks = LOOKS if boxes <= SMALL else LOOKS[1:]
+    for marker, font, chars in looks:
+        widest = max(max(text_width(_short(text, chars), font) for text in texts), marker)
+        if widest + COLUMN_GAP <= column or (marker, font, chars) == looks[-1]:
+            lines = 0
+            if show_probs and boxes <= SMALL:
+                one, two = text_width(PROBS_SAMPLE, PROBS_FONT), max(text_width(x, PROBS_FONT) for x in PROBS_LINES)
+                lines = 1 if one + COLUMN_GAP <= column else 2 if two + COLUMN_GAP <= column else 0
+            return Look(marker, font, chars, lines)
+    raise AssertionError("unreachable: the last look is always taken")
+
+
+MARGIN_TOP = 100  # title and legend (Gradio gives a titled plot with a label at least 100)
+MARGIN_BOTTOM, MARGIN_NOTES = 60, 36  # the depth axis; the lines of notes under it
 
 
 @dataclass(frozen=True)
@@ -170,41 +221,58 @@ class TreeLayout:
     look: Look
     depth: int  # columns 0..depth
     leaves: int
-    probs_below: bool  # "q 0.12 · p 0.34" written under each drafted node
 
     @property
-    def height(self) -> int:
-        return MARGIN_TOP + MARGIN_BOTTOM + self.leaves * self.look.row
+    def probs_below(self) -> bool:
+        """q and p are written under each drafted node."""
+        return self.look.probs_lines > 0
+
+    @property
+    def plot_height(self) -> float:
+        """The plot area: the first leaf's top, one row per leaf, the last leaf's q · p lines."""
+        return PAD + self.look.above + (self.leaves - 1) * self.look.row + self.look.below + PAD
+
+    @property
+    def y_range(self) -> list[float]:
+        """The y axis's range (reversed: row 0 at the top), in rows, matching ``plot_height``."""
+        top = (PAD + self.look.above) / self.look.row
+        return [self.plot_height / self.look.row - top, -top]
+
+    def height(self, notes: int = 0) -> int:
+        """The figure's height with ``notes`` lines of notes under the depth axis."""
+        return math.ceil(MARGIN_TOP + self.plot_height + MARGIN_BOTTOM + (MARGIN_NOTES if notes else 0))
 
     def label_boxes(self, plot_width: float) -> list[tuple[float, float, float, float]]:
         """Each label's box ``(left, top, right, bottom)`` in pixels of the plot area, for a plot
-        area ``plot_width`` wide: the marker or its text, whichever is larger."""
+        area ``plot_width`` wide: every node (its box or its text, whichever is larger, and its
+        q · p lines), then the depth axis's numbers under the plot area."""
         column = plot_width / (self.depth + 1.2)  # the x range is [-0.6, depth + 0.6]
-        out = []
+        look, out = self.look, []
+        top = PAD + look.above
         for key, col, row, label in zip(self.keys, self.columns, self.rows, self.labels):
-            x, y = (col + 0.6) * column, (row + 0.5) * self.look.row
-            half_w = max(self.look.marker, text_width(label, self.look.font)) / 2
-            half_h = max(self.look.marker, self.look.font * 1.3) / 2
-            bottom = y + half_h
-            if self.probs_below and 0 <= key < PRUNED:  # the q · p line under the box (10 px text)
-                half_w = max(half_w, text_width(PROBS_SAMPLE, 10) / 2)
-                bottom = y + 27 + 7
-            out.append((x - half_w, y - half_h, x + half_w, bottom))
+            x, y = (col + 0.6) * column, top + row * look.row
+            half_w = max(look.marker, text_width(label, look.font)) / 2
+            below = look.above
+            if self.probs_below and 0 <= key < PRUNED:
+                sample = PROBS_SAMPLE if look.probs_lines == 1 else PROBS_LINES[0]
+                half_w, below = max(half_w, text_width(sample, PROBS_FONT) / 2), look.below
+            out.append((x - half_w, y - look.above, x + half_w, y + below))
+        for col in range(self.depth + 1):
+            x, half_w = (col + 0.6) * column, text_width(TICK_SAMPLE, TICK_FONT) / 2
+            out.append((x - half_w, self.plot_height + TICK_GAP, x + half_w, self.plot_height + TICK_GAP + TICK_FONT * LINE))
         return out
 
 
-PROBS_SAMPLE = "q 0.00 · p 0.00"
-
-
 def layout_tree(boxes: list[_Box], show_probs: bool = True) -> TreeLayout:
-    """Rows and sizes for ``boxes``; q and p are written under the boxes of a small, shallow tree."""
+    """Rows and sizes for ``boxes``; q and p are written under the boxes of a small tree, where
+    its columns have room for them (``pick_look``)."""
     rows = _rows(boxes)
     depth = max(b.x for b in boxes)
-    probs_below = show_probs and len(boxes) <= SMALL and depth <= 6
-    look = Look.of(len(boxes), probs_below)
-    labels = [_short(visible(b.token_text), look.chars) for b in boxes]
+    texts = [visible(b.token_text) for b in boxes]
+    look = pick_look(len(boxes), depth, texts, show_probs)
+    labels = [_short(text, look.chars) for text in texts]
     return TreeLayout([b.key for b in boxes], [b.x for b in boxes], [rows[b.key] for b in boxes], labels, look,
-                      depth, int(max(rows.values())) + 1, probs_below)
+                      depth, int(max(rows.values())) + 1)
 
 
 def _log(value: float) -> str:
@@ -267,17 +335,16 @@ def acceptance_probability(box: _Box) -> float | None:
 
 
 def _encoding_notes(boxes: list[_Box], positions: dict[int, PositionRecord] | None, show_probs: bool,
-                    lang: str) -> list[tuple[str, float]]:
-    """What the boxes' size and opacity stand for, with the range each spans in this figure, and
-    where each note sits under the plot (paper x: size on the left, opacity on the right, clear of
-    the depth axis's title in the middle)."""
+                    lang: str) -> list[str]:
+    """What the boxes' size and opacity stand for, with the range each spans in this figure (a line
+    each under the depth axis's title, so neither runs into it or the other at any width)."""
     notes = []
     entropies = [h for h in (position_entropy(b, positions) for b in boxes) if h is not None]
     if entropies:
-        notes.append((t("tree.size_note", lang, lo=min(entropies), hi=max(entropies)), 0.0))
+        notes.append(t("tree.size_note", lang, lo=min(entropies), hi=max(entropies)))
     chances = [a for a in (acceptance_probability(b) for b in boxes) if a is not None] if show_probs else []
     if chances:
-        notes.append((t("tree.opacity_note", lang, lo=min(chances), hi=max(chances)), 1.0))
+        notes.append(t("tree.opacity_note", lang, lo=min(chances), hi=max(chances)))
     return notes
 
 
@@ -286,7 +353,7 @@ def proposer_family(proposer: str) -> str:
     return "+".join(part.split("-")[0] for part in proposer.split("+"))
 
 
-def _proposer_outlines(boxes: list[_Box], rows: dict[int, float], small: bool, lang: str) -> list[go.Scatter]:
+def _proposer_outlines(boxes: list[_Box], rows: dict[int, float], size: float, lang: str) -> list[go.Scatter]:
     """When a tree mixes proposers (hybrid), an outline per proposer around its nodes."""
     families: dict[str, list[_Box]] = {}
     for box in boxes:
@@ -297,7 +364,7 @@ def _proposer_outlines(boxes: list[_Box], rows: dict[int, float], small: bool, l
     return [go.Scatter(
         x=[b.x for b in group], y=[rows[b.key] for b in group], mode="markers", hoverinfo="skip",
         name=t("tree.proposer", lang) + f": {family}",
-        marker={"symbol": "square-open", "size": 52 if small else 34,
+        marker={"symbol": "square-open", "size": size,
                 "color": proposer_color(family), "line": {"width": 3}},
     ) for family, group in families.items()]
 
@@ -357,13 +424,12 @@ def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool =
     boxes = tree_boxes(drawing, collapse)
     positions = drawing.positions
     layout = layout_tree(boxes, show_probs)
-    depth, probs_below = layout.depth, layout.probs_below
+    depth = layout.depth
     rows = dict(zip(layout.keys, layout.rows))
     label = dict(zip(layout.keys, layout.labels))
     look = layout.look
     accepted_path = {b.key for b in boxes if b.kind == "accepted"}
     fig = go.Figure(_edges(boxes, rows, accepted_path))
-    small = len(boxes) <= SMALL
     for kind in ("root", "proposed", "accepted", "rejected", "not_reached", "correction", "bonus", "target",
                  "pruned", "folded"):
         group = [b for b in boxes if b.kind == kind]
@@ -385,23 +451,22 @@ def draw_tree(drawing: TreeDrawing, lang: str, title: str, *, show_probs: bool =
             hovertext=[_hover(b, lang, show_probs, positions, drawing.resampled) for b in group],
             hoverinfo="text",
         ))
-    for trace in _proposer_outlines(boxes, rows, small, lang):
+    for trace in _proposer_outlines(boxes, rows, look.marker + 8, lang):
         fig.add_trace(trace)
-    if probs_below:
+    if layout.probs_below:
         for box in boxes:
             if 0 <= box.key < PRUNED:
-                fig.add_annotation(x=box.x, y=rows[box.key], yshift=-27, showarrow=False,
-                                   text=f"q {box.draft_prob:.2f} · p {box.target_prob:.2f}",
-                                   font={"size": 10, "color": "#555555"})
-    for note, side in _encoding_notes(boxes, positions, show_probs, lang):  # on the row of the axis title
-        fig.add_annotation(text=note, xref="paper", yref="paper", x=side, y=0.0, yanchor="top", yshift=-34,
-                           xanchor="left" if side == 0.0 else "right", showarrow=False,
-                           font={"size": 10, "color": "#555555"})
-    leaves = layout.leaves
+                fig.add_annotation(x=box.x, y=rows[box.key], yshift=-look.probs_shift, showarrow=False,
+                                   text=probs_text(box.draft_prob, box.target_prob, look.probs_lines),
+                                   font={"size": PROBS_FONT, "color": "#555555"})
+    notes = _encoding_notes(boxes, positions, show_probs, lang)
+    for i, note in enumerate(notes):  # under the depth axis's title, a line each
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=0.0, y=0.0, yanchor="top", xanchor="left",
+                           yshift=-MARGIN_BOTTOM + 6 - i * 16, showarrow=False, font={"size": 10, "color": "#555555"})
     fig.update_xaxes(range=[-0.6, depth + 0.6], tickmode="array", tickvals=list(range(depth + 1)),
                      ticktext=[t("tree.root", lang)] + [str(d) for d in range(1, depth + 1)],
                      title=t("tree.depth", lang), showgrid=False)
-    fig.update_yaxes(visible=False, range=[leaves - 0.5, -0.5])
-    fig = finish(fig, title, layout.height)
-    fig.update_layout(margin={"t": MARGIN_TOP, "b": MARGIN_BOTTOM}, dragmode="zoom")
+    fig.update_yaxes(visible=False, range=layout.y_range)
+    fig = finish(fig, title, layout.height(len(notes)))
+    fig.update_layout(margin={"t": MARGIN_TOP, "b": MARGIN_BOTTOM + (MARGIN_NOTES if notes else 0)}, dragmode="zoom")
     return fig
