@@ -58,4 +58,35 @@
   };
   window.addEventListener("change", (event) => refuse(event, event.target.files), true);
   window.addEventListener("drop", (event) => refuse(event, event.dataTransfer?.files), true);
+
+  // A phone (app/phone.css): a figure that reads narrower than a phone's default plot width says so in
+  // layout.meta.min_width (app/phone.py); a figure or table still wider than its box scrolls sideways inside it, and
+  // its block is marked sdl-scrolls so the cue under it shows. Checked after every change to the page (a redrawn
+  // plot, a new table) and every resize, at most every 150 ms.
+  const PHONE = window.matchMedia("(max-width: 700px)");
+  const fitPlots = () => document.querySelectorAll(".js-plotly-plot").forEach((plot) => {
+    const width = PHONE.matches && plot.layout && plot.layout.meta && plot.layout.meta.min_width;
+    const wanted = width ? `${width}px` : "";
+    if (plot.style.minWidth === wanted) return;
+    plot.style.minWidth = wanted;
+    if (window.Plotly && plot.offsetParent) window.Plotly.Plots.resize(plot);
+  });
+  const markScrolls = () => {
+    const scrollers = new Map();  // block -> whether it holds something wider than its box
+    document.querySelectorAll(".js-plotly-plot, .virtual-table-viewport").forEach((element) => {
+      const block = element.closest(".block");
+      if (!block) return;
+      const box = element.classList.contains("js-plotly-plot") ? block : element;
+      scrollers.set(block, scrollers.get(block) || box.scrollWidth > box.clientWidth + 2);
+    });
+    scrollers.forEach((wide, block) => block.classList.toggle("sdl-scrolls", wide && PHONE.matches));
+  };
+  let pending = null;
+  const check = () => {
+    if (pending) return;
+    pending = setTimeout(() => { pending = null; fitPlots(); markScrolls(); }, 150);
+  };
+  new MutationObserver(check).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", check);
+  check();
 }

@@ -22,6 +22,7 @@ from .guard import guarded
 from .i18n import DEFAULT_LANG, LANG_CHOICES, t
 from .labels import Labels
 from .page_limits import RunGate, ServerLimits
+from .phone import PHONE_CSS_PATH, cue_css
 from .session import SESSIONS, close_session, ensure, forget_idle
 from .views import batch_sizes, classroom, compare, glossary, production, replay, serving_engine, stepper, worth
 from .views.page import Page, View
@@ -125,7 +126,7 @@ def launch(demo: gr.Blocks, host: str, port: int, limits: ServerLimits = ServerL
     threading.Thread(target=_forget_idle_sessions, args=(demo, limits.session_ttl_s), daemon=True).start()
     demo.queue(default_concurrency_limit=2, max_size=limits.queue_size).launch(
         state_session_capacity=SESSION_CAPACITY_FACTOR * limits.max_sessions,
-        server_name=host, server_port=port, css_paths=[CSS_PATH], js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_TRACE_BYTES,
+        server_name=host, server_port=port, css_paths=[CSS_PATH, PHONE_CSS_PATH], css=cue_css(), js=JS_PATH.read_text(encoding="utf-8"), max_file_size=MAX_TRACE_BYTES,
         footer_links=["api", "settings"], show_error=False, app_kwargs={"routes": list(routes or [])},
         _frontend=False,  # no self-check: its 3 s request to localhost times out on a busy machine and aborts the start
     )

@@ -14,6 +14,7 @@ bookkeeping) drawn as its own grey segment, so the bar reads what the table read
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -23,8 +24,10 @@ from core.records.steps import StepRecord
 from ..i18n import t
 from ..palette import COLORS
 from .style import finish
+from .tree import text_width
 
 MAX_MARKED_STEPS = 80  # more steps than this on a lane: token counts on hover only
+LANE_LABEL_PX = 130  # a lane's name is wrapped to lines this wide: on a phone the bars keep the rest
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,21 @@ class Lane:
     def total_s(self) -> float:
         """Where the lane ends: the run's whole engine time when known, else its steps'."""
         return max(self.wall_s or 0.0, self.steps_s)
+
+
+def wrap_label(text: str, width: float, font: int = 12) -> str:
+    """``text`` in lines at most ``width`` pixels wide (``<br>`` between them), broken at spaces or between
+    two CJK characters, never inside a Latin word or a number."""
+    pieces = re.findall(r"\s+|[\x21-\x7e]+|.", text)
+    lines, line = [], ""
+    for piece in pieces:
+        if line.strip() and text_width(line + piece, font) > width:
+            lines.append(line.rstrip())
+            line = piece.lstrip()
+        else:
+            line += piece
+    lines.append(line.rstrip())
+    return "<br>".join(lines)
 
 
 def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
@@ -122,6 +140,7 @@ def timeline_figure(lanes: list[Lane], lang: str, title: str = "") -> go.Figure:
                            font={"size": 11, "color": "#444444"})
     longest = max((lane.total_s for lane in lanes), default=1.0) or 1.0
     fig.update_xaxes(title=t("time.axis", lang), range=[0, longest * 1.22])
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)), automargin=True,
+                     tickmode="array", tickvals=names, ticktext=[wrap_label(name, LANE_LABEL_PX) for name in names])
     fig.update_layout(barmode="overlay", bargap=0.45)
     return finish(fig, title or t("time.title", lang), 150 + 70 * len(lanes))

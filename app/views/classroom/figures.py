@@ -8,6 +8,9 @@ import plotly.graph_objects as go
 from ...figures.style import finish
 from ...i18n import t
 from ...palette import COLORS, KV_COLORS
+from ...phone import narrow
+
+PHONE_MIN_WIDTH = 320  # pixels: the forwards figure's five columns and legend fit a phone (app/phone.py)
 
 
 def forwards_figure(sequence: list[str], lang: str) -> go.Figure:
@@ -33,7 +36,7 @@ def forwards_figure(sequence: list[str], lang: str) -> go.Figure:
     fig.update_yaxes(range=[steps + 0.6, 0.4], tickmode="array", tickvals=list(range(1, steps + 1)),
                      ticktext=[t("lesson.forward_n", lang, n=i) for i in range(1, steps + 1)], showgrid=False)
     fig.update_xaxes(visible=False, range=[-0.6, len(sequence) - 0.4])
-    return finish(fig, t("lesson.alone_title", lang, n=steps), 330)
+    return narrow(finish(fig, t("lesson.alone_title", lang, n=steps), 330), PHONE_MIN_WIDTH)
 
 
 def forwards_bar(labels: list[str], forwards: list[int], lang: str, title: str) -> go.Figure:
