@@ -128,3 +128,27 @@ def run_compare(page, drafters: list[str] | None, shapes: str, max_new_tokens: i
                                       return s.includes('完成') || s.includes('Done:'); }""", timeout=timeout_ms)
     page.wait_for_timeout(500)
     return table_rows(page, "cmp-table")
+
+
+PREDICT_STEP_JS = """() => { const div = document.querySelector('#predict-tree .js-plotly-plot');
+  const title = div && div.layout && div.layout.title ? div.layout.title.text || '' : '';
+  const found = title.match(/第 (\\d+) 步|Step (\\d+)/); return found ? +(found[1] || found[2]) : 0; }"""
+PREDICT_FINISHED = ("已经结束", "is finished")
+
+
+def predict_next(page, presses: int = 40, timeout_ms: int = 60_000) -> int:
+    """Press the classroom's "Next step: guess first" until a step that drafted something is being guessed
+    (a finished run: pressed again, for a new one); the step's number (1-based) in its run."""
+    for _ in range(presses):
+        before = page.evaluate(PREDICT_STEP_JS)
+        told = any(word in page.inner_text("#predict-score") for word in PREDICT_FINISHED)
+        page.click("#predict-next")
+        page.wait_for_function(f"""([before, told]) => ({PREDICT_STEP_JS})() !== before || (!told &&
+            /{'|'.join(PREDICT_FINISHED)}/.test(document.querySelector('#predict-score').innerText))""",
+                               arg=[before, told], timeout=timeout_ms)
+        page.wait_for_timeout(300)
+        shown = page.evaluate(PREDICT_STEP_JS)
+        drafted = page.locator("#predict-choices input, #predict-reject input, #predict-count input").count()
+        if shown not in (0, before) and drafted:  # the asked question has choices: the step drafted something
+            return shown
+    raise AssertionError(f"no drafted step to guess after {presses} presses")

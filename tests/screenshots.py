@@ -11,6 +11,8 @@ monitor on the app's own /metrics over all of it), serving.png. ``--only serving
 float32 and int8 targets' v(n), after a short Compare at each precision) and classroom-quantization.png;
 ``--only parallel --preset gemma-270m`` timeline-peagle-<preset>.png (Compare's lanes of eagle3 and peagle,
 k = 5: five drafting forwards a step against one) and classroom-parallel.png.
+``--only phone --preset gemma-270m`` phone-step.png and phone-classroom.png (390 px wide) and
+tree-encoding-<preset>.png (tests/screenshot_phone.py).
 ``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
 and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py); with ``--preset gemma-270m``
 monitor-vllm-serve-gemma-270m.png, Gemma 3 and its exported EAGLE-3 served through the lab's vLLM plugin.
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
+from screenshot_phone import take_phone
 from vllm_serving import eagle3_server, export_drafter, watch_requests
 
 from core.models.prompts import load_prompts
@@ -135,6 +138,9 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         if only == "quantization":
             take_quantization(page, out, preset)
             return
+        if only == "phone":
+            take_phone(page, out, preset)
+            return
         if only == "parallel":
             take_parallel(page, out, preset)
             return
@@ -218,7 +224,7 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel"],
+    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel", "phone"],
                         help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()

@@ -1,7 +1,8 @@
 """The classroom's predict mode through the handlers the page calls (the app built, no server): a
-language switch redraws part 2 without the step the class is guessing, the batch question follows the
-language, a drafted token the target never reached is not scored, and each speedup says where it was
-measured."""
+language switch redraws part 2 without the step the class is guessing, and, asked which token is refused
+first or how many tokens the step writes, shows the question in the new language and nothing of its
+answer; an answer that is not a choice is refused; the batch question follows the language, a drafted
+token the target never reached is not scored, and each speedup says where it was measured."""
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ import pytest
 from app_server import TINY_MISSING, TINY_READY
 
 from app.i18n import t
+from app.palette import visible
 from app.session import Session
 from app.views.classroom import ClassroomState
 from app.views.classroom.content import LIVE_PROMPT, lesson_text
@@ -114,7 +116,7 @@ def test_a_token_the_target_never_reached_is_not_scored(step_record):
     assert (state.last.right, state.last.total) == (3, 3)
     assert Predict().next_step(0).reveal(record, [0, 1, 3]).last == state.last  # a guess on it changes nothing
 
-    view = PredictView(*(object() for _ in range(5)))
+    view = PredictView(*(object() for _ in range(7)))
     mine = Session()
     mine.of(ClassroomState).predict_run = SimpleNamespace(records=[record])
     mine.of(ClassroomState).predict = state
@@ -149,5 +151,63 @@ def test_next_step_after_a_finished_prediction_run_asks_before_it_drops_it(app):
         assert mine.predict_run is finished and shown(told, "predict-score") == t("predict.finished", "en")
         call(app["predict_next"], "en", session, LIVE_PROMPT, "tiny", "draft")
         assert mine.predict_run is not finished and len(mine.predict_run.records) == 1
+    finally:
+        session.close()
+
+
+def update_of(update: dict, elem_id: str) -> dict:
+    """The whole update ``update`` sends the component ``elem_id`` (its choices, value, visibility)."""
+    return next(value for component, value in update.items() if getattr(component, "elem_id", None) == elem_id)
+
+
+# what only a revealed step's panel says (predict.right, .wrong, .kept_all, .stopped, .count_is, .kind_score, .kept)
+VERDICT_WORDS = {"zh": ["猜对了", "没猜对", "一个也没拒绝", "第一个不同意的是", "这一步写出 **", "这一类题累计",
+                        "目标保留了"],
+                 "en": ["Right.", "Not this time", "refused nothing", "first token it disagreed", "This step wrote",
+                        "This question so far", "The target kept"]}
+
+
+@pytest.mark.parametrize("kind", ["reject", "count"])
+def test_a_language_switch_while_the_answer_is_hidden_shows_none_of_it(app, kind):
+    """Asked "which is refused first" or "how many tokens", the class sees the drafted tokens and the
+    question's choices, empty, in the new language after a switch; no verdict, no answer, no verified tree.
+    Revealed, the verdict comes in the language of the page."""
+    first = call(app["predict_next"], "zh", None, LIVE_PROMPT, "tiny", "draft", kind)
+    session = session_of(first)
+    try:
+        record = session.of(ClassroomState).predict_run.records[-1]
+        assert record.nodes  # tiny drafts on its first step
+        for lang, update in (("zh", first), ("en", switched := language(app, "en", session))):
+            field, other = update_of(update, f"predict-{kind}"), update_of(update, "predict-choices")
+            assert field["visible"] and field["interactive"] and field["value"] is None and not other["visible"]
+            options = [label for label, _ in field["choices"]]
+            if kind == "reject":
+                assert options == [f"{n.id + 1}: {visible(n.text)}" for n in record.nodes] + [t("predict.none", lang)]
+            else:
+                assert options == [str(n) for n in range(1, len(record.nodes) + 2)]
+            assert shown(update, "predict-score") == t(f"predict.{kind}_ask", lang)
+            tree = shown(update, "predict-tree")
+            assert t(f"predict.{kind}_title", lang, step=1) in tree.layout.title.text
+            assert not trace_names(tree) & {t(f"kind.{v}", lang) for v in VERDICTS}
+            words = " ".join(str(v) for v in update.values() if isinstance(v, (str, dict)))
+            assert not [w for w in VERDICT_WORDS[lang] if w in words], lang
+        assert update_of(switched, "predict-kind")["choices"][1] == (t("predict.kind_reject", "en"), "reject")
+        answer = "none" if kind == "reject" else str(len(record.emitted))
+        told = call(app["predict_reveal"], "en", session, [], kind, answer if kind == "reject" else None,
+                    answer if kind == "count" else None)
+        assert shown(told, "predict-score").startswith(("**Right.**", "**Not this time:** you chose"))
+        assert t(f"kind.{record.nodes[0].status}", "en") in trace_names(shown(told, "predict-tree"))
+    finally:
+        session.close()
+
+
+def test_an_answer_that_is_not_a_choice_is_refused_in_the_pages_language(app):
+    session = session_of(call(app["predict_next"], "en", None, LIVE_PROMPT, "tiny", "draft", "reject"))
+    try:
+        told = call(app["predict_reveal"], "en", session, [], "reject", "99", None)
+        assert "\"99\" is not one of this question's choices (none, 0, 1" in shown(told, "predict-score")
+        assert session.of(ClassroomState).predict.phase == "guess"  # still asked
+        told = call(app["predict_next"], "zh", session, LIVE_PROMPT, "tiny", "draft", "which")
+        assert "which" in shown(told, "predict-score") and session.of(ClassroomState).predict.phase == "guess"
     finally:
         session.close()

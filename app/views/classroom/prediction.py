@@ -1,5 +1,6 @@
-"""The classroom's predict mode: before a step is shown, the student picks which drafted tokens they
-think the target keeps; then the step is revealed and scored.
+"""The classroom's predict mode: before a step is shown, the student answers one question about it --
+which drafted tokens the target keeps, which one it refuses first, how many tokens the step writes
+(the last two: ``exercises``) -- then the step is revealed and scored, each kind of question apart.
 
 A pure state machine over StepRecords: ``guess`` -- the step's drafted tree is shown without its
 verdict (the draft is fixed before the verify, so nothing of the outcome leaks); ``revealed`` -- the
@@ -13,6 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from core.records.steps import NodeRecord, StepRecord
 from core.studies.batch_size import baseline_of
+
+from ...palette import visible
+from .exercises import KINDS, Check, check_count, check_reject
 
 
 @dataclass(frozen=True)
@@ -29,26 +33,47 @@ class Predict:
     phase: str = "idle"  # "idle" (no step drawn) | "guess" | "revealed"
     step: int = -1  # the record being guessed or shown
     picked: frozenset[int] = frozenset()  # node ids the student said the target keeps
-    score: Score = field(default_factory=Score)
-    last: Score = field(default_factory=Score)  # the last revealed step's own score
+    score: Score = field(default_factory=Score)  # the keep question's, over the run
+    last: Score = field(default_factory=Score)  # the last revealed step's own score (keep)
+    kind: str = "keep"  # the question asked: one of ``exercises.KINDS``
+    check: Check | None = None  # the last revealed step's verdict on a reject or count question
+    reject: Score = field(default_factory=Score)  # each question's score over the run
+    count: Score = field(default_factory=Score)
 
-    def drafted(self, record: StepRecord) -> list[tuple[str, int]]:
-        """The choices: (the token's text, its node id), drafted order."""
-        return [(f"{n.id + 1}: {n.text}", n.id) for n in record.nodes]
+    def next_step(self, step: int, kind: str | None = None) -> "Predict":
+        """A new step was drafted (and verified behind the curtain): ask ``kind`` (default: the same question)."""
+        return replace(self, phase="guess", step=step, picked=frozenset(), check=None, kind=kind or self.kind)
 
-    def next_step(self, step: int) -> "Predict":
-        """A new step was drafted (and verified behind the curtain): ask for a guess."""
-        return replace(self, phase="guess", step=step, picked=frozenset())
+    def ask(self, kind: str) -> "Predict":
+        """Ask another question of the step being guessed (or of the next one, once this is revealed)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown question {kind!r}: one of {', '.join(KINDS)}")
+        return replace(self, kind=kind)
+
+    def answer(self, record: StepRecord, guess: int | None) -> "Predict":
+        """Check ``guess`` to the reject or count question against ``record``; score it if it is scored."""
+        if self.phase != "guess" or record.step != self.step or self.kind == "keep":
+            return self
+        check = (check_reject if self.kind == "reject" else check_count)(record, guess)
+        score = getattr(self, self.kind)
+        if check.scored:
+            score = score.add(int(check.right), 1)
+        return replace(self, phase="revealed", check=check, **{self.kind: score})
 
     def reveal(self, record: StepRecord, picked) -> "Predict":
         """Score ``picked`` (node ids) against what the target kept; a second reveal changes nothing."""
-        if self.phase != "guess" or record.step != self.step:
+        if self.phase != "guess" or record.step != self.step or self.kind != "keep":
             return self
         chosen = frozenset(int(p) for p in picked)
         ruled = judged(record)
         right = sum((n.id in chosen) == (n.status == "accepted") for n in ruled)
         mine = Score(right, len(ruled))
         return replace(self, phase="revealed", picked=chosen, score=self.score.add(mine.right, mine.total), last=mine)
+
+
+def drafted(record: StepRecord) -> list[tuple[str, int]]:
+    """The choices: (the token's text, its node id), drafted order."""
+    return [(f"{n.id + 1}: {visible(n.text)}", n.id) for n in record.nodes]
 
 
 def judged(record: StepRecord) -> list[NodeRecord]:
