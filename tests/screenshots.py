@@ -13,6 +13,9 @@ float32 and int8 targets' v(n), after a short Compare at each precision) and cla
 k = 5: five drafting forwards a step against one) and classroom-parallel.png.
 ``--only phone --preset gemma-270m`` phone-step.png and phone-classroom.png (390 px wide) and
 tree-encoding-<preset>.png (tests/screenshot_phone.py).
+``--only exercises --preset gemma-270m`` takes the Classroom's predict-mode questions, each answered and revealed:
+exercise-reject.png (which drafted token the target refuses first), exercise-count.png (how many tokens the step
+writes) and exercise-batch.png (whether the drafter still pays at the shipped sweep's largest batch).
 ``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
 and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py); with ``--preset gemma-270m``
 monitor-vllm-serve-gemma-270m.png, Gemma 3 and its exported EAGLE-3 served through the lab's vLLM plugin.
@@ -24,11 +27,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app_driver import browser_page, missing_browser, open_app, open_tab, run_compare, set_language, step, wait_for_plot
+from app_driver import (browser_page, missing_browser, open_app, open_tab, predict_next, run_compare, set_language,
+                        step, wait_for_plot)
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 from screenshot_phone import take_phone
 from vllm_serving import eagle3_server, export_drafter, watch_requests
 
+from app.i18n import t
 from core.models.prompts import load_prompts
 
 TRACES = ROOT / "assets" / "traces"
@@ -122,6 +127,23 @@ def take_parallel(page, out: Path, preset: str) -> None:
     shot_between(page, "lesson-parallel", "lesson-parallel-caption", out / "classroom-parallel.png")
 
 
+def take_exercises(page, out: Path) -> None:
+    """Predict mode on the live run, in Chinese: the reject and count questions each asked of a drafted step,
+    answered (the second choice: a guess, right or wrong) and revealed; then the batch question answered."""
+    open_tab(page, "classroom")
+    for kind in ("reject", "count"):
+        page.locator("#predict-kind label", has_text=t(f"predict.kind_{kind}", "zh")).click()
+        page.wait_for_timeout(500)
+        predict_next(page, timeout_ms=300_000)
+        page.locator(f"#predict-{kind} label").nth(1).click()
+        page.click("#predict-reveal")
+        page.wait_for_function("() => /猜对了|没猜对|不计分/.test(document.querySelector('#predict-score').innerText)")
+        shot_between(page, "predict-next", "predict-tree", out / f"exercise-{kind}.png")
+    page.locator("#predict-batch-guess label").first.click()
+    page.wait_for_function("() => document.querySelector('#predict-batch-a').innerText.includes('实测')")
+    shot_between(page, "predict-batch-q", "predict-batch-a", out / "exercise-batch.png")
+
+
 def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
     out.mkdir(parents=True, exist_ok=True)
     if only == "vllm-serve":
@@ -143,6 +165,9 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
             return
         if only == "parallel":
             take_parallel(page, out, preset)
+            return
+        if only == "exercises":
+            take_exercises(page, out)
             return
         start_monitor(page)
 
@@ -224,7 +249,8 @@ def start_monitor(page) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel", "phone"],
+    parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel", "phone",
+                                           "exercises"],
                         help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()
