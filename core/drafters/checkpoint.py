@@ -114,7 +114,8 @@ def checkpoint_weights(state: dict[str, torch.Tensor], head_weight: torch.Tensor
     t2d = torch.zeros(vocab_size, dtype=torch.bool)
     t2d[draft_vocab] = True
     out["t2d"] = t2d
-    return {k: v.detach().to("cpu").contiguous() for k, v in out.items()}
+    # float32 as config.json says (shipped weights may be stored in bfloat16)
+    return {k: (v.float() if v.is_floating_point() else v).detach().to("cpu").contiguous() for k, v in out.items()}
 
 
 FILES = ("config.json", "model.safetensors", "README.md")  # what write_checkpoint writes, nothing else
