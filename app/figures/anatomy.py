@@ -132,9 +132,8 @@ def medusa_caption(record: StepRecord, lang: str) -> str:
     for head in heads:
         ranks = sorted(rank for depth, rank in cells if depth == head.depth)
         nodes = sum(len(cells[head.depth, r]) for r in ranks)
-        parts.append(t("anat.head_part", lang, i=head.depth, nodes=nodes,
-                       ranks=", ".join(str(r + 1) for r in ranks) or "–",
-                       token=visible(head.texts[0]), prob=head.probs[0]))
+        parts.append(t("anat.head_part", lang, i=head.depth, nodes=nodes, ranks=", ".join(str(r + 1) for r in ranks),
+                       token=visible(head.texts[0]), prob=head.probs[0]) if ranks else t("anat.head_none", lang, i=head.depth))
     return t("anat.medusa_caption", lang, parts=_joined(parts, lang), nodes=len(record.nodes))
 
 

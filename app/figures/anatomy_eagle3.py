@@ -146,23 +146,26 @@ def ttt_figure(anatomy: AnatomyRecord, lang: str, preset: str | None) -> go.Figu
         kinds = ["own" if own_from and j >= own_from else "true" for j in range(1, steps + 1)]
         fig.add_trace(go.Scatter(
             x=list(range(1, steps + 1)), y=[row] * steps, mode="markers+text", showlegend=False, hoverinfo="skip",
-            text=["f̂" if k == "own" else "f" for k in kinds], textfont={"color": "white", "size": 14},
-            marker={"symbol": "square", "size": 30, "color": [OWN if k == "own" else FEATURE for k in kinds]}), 1, 1)
+            text=["f̂" if k == "own" else "f" for k in kinds], textfont={"color": "white", "size": 17},
+            marker={"symbol": "square", "size": 34, "color": [OWN if k == "own" else FEATURE for k in kinds]}), 1, 1)
+    for name, color in (("anat.ttt_true", FEATURE), ("anat.ttt_own", OWN)):  # what the two colours of boxes mean
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=t(name, lang),
+                                 marker={"symbol": "square", "size": 12, "color": color}), 1, 1)
     fig.update_yaxes(tickmode="array", tickvals=[0, 1], range=[-0.6, 1.6], showgrid=False, row=1, col=1,
                      ticktext=[t("anat.ttt_row", lang), t("anat.tf_row", lang)])
     fig.update_xaxes(tickmode="array", tickvals=list(range(1, steps + 1)), range=[0.4, steps + 0.6], showgrid=False,
                      ticktext=[t("anat.ttt_step", lang, j=j) for j in range(1, steps + 1)], row=1, col=1)
     if measured is not None:
-        for folder, dash in ((WITH_TTT, None), (WITHOUT_TTT, "dash")):
+        for folder, dash, place in ((WITH_TTT, None, "top center"), (WITHOUT_TTT, "dash", "bottom center")):
             rates = measured[folder]["per_position"]
             fig.add_trace(go.Scatter(
                 x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers+text",
-                text=[f"{r:.2f}" for r in rates], textposition="top center",
+                text=[f"{r:.2f}" for r in rates], textposition=place,
                 name=t("anat.ttt_line", lang, folder=folder, n=measured[folder]["ttt_steps"], preset=source),
                 line={"color": OWN if folder == WITH_TTT else "#7a7a7a", "dash": dash, "width": 2.5}), 2, 1)
     fig.update_xaxes(title=t("tree.depth", lang), dtick=1, row=2, col=1)
-    fig.update_yaxes(title=t("anat.accept_axis", lang), range=[0, 1.08], row=2, col=1)
-    fig = finish(fig, t("anat.ttt_title", lang), 600, below=True)
+    fig.update_yaxes(title=t("anat.accept_axis", lang), range=[-0.08, 1.08], row=2, col=1)
+    fig = finish(fig, t("anat.ttt_title", lang), 560, below=True)
     return fig.update_layout(margin={"t": 100})  # the title above the first part's own
 
 
