@@ -56,7 +56,8 @@ class ClassroomView(View):
         run = session.of(ClassroomState).run
         if run is None:
             return {**self.panels.blank(lang), self.ledger: ""}
-        out = self.panels.render(run.prompt, run.records, lang, budget=run.request.max_new_tokens)
+        out = self.panels.render(run.prompt, run.records, lang, budget=run.request.max_new_tokens,
+                                 preset=run.request.preset)
         out[self.ledger] = live_note(run.records, lang)
         return out
 
@@ -113,7 +114,7 @@ def build(page: Page) -> ClassroomView:
         shape = gr.Markdown(drafting_sentence(drafter.value, LIVE_K, labels.lang), elem_id="lesson-shape")
         status = gr.Markdown(elem_id="lesson-status", elem_classes=["sdl-status"])
         ledger = gr.Markdown(elem_id="lesson-ledger")
-        panels = step_panels(labels, "lesson", kv=False, live=False, lossless=True)
+        panels = step_panels(labels, "lesson", kv=False, live=False, lossless=True, anatomy=True)
 
     def request_of(lang_value: str, *values) -> DecodeRequest:
         return live_request(lang_value, presets, *values)

@@ -46,7 +46,7 @@ class StepperView(View):
                     self.download: gr.update(value=None, interactive=False)}
         curve = session.shared.curve_for(run.target.path, run.target.precision) or run.curve()
         out = self.panels.render(run.prompt, run.records, lang, curve=curve, expand=mine.expand_tree,
-                                 budget=run.request.max_new_tokens)
+                                 budget=run.request.max_new_tokens, preset=run.request.preset)
         out[self.status] = self._status_line(run, mine.playing, lang)
         out[self.summary] = summary_markdown(run.result.to_dict(), lang, run.records) if run.done else ""
         return out
@@ -122,7 +122,7 @@ def build(page: Page) -> StepperView:
             status = gr.Markdown(elem_id="step-status", elem_classes=["sdl-status"])
             summary = gr.Markdown(elem_id="step-summary")
         with gr.Column(scale=3):
-            panels = step_panels(page.labels, "step", lossless=True, timing=True)
+            panels = step_panels(page.labels, "step", lossless=True, timing=True, anatomy=True)
     view = StepperView(panels, status, summary, ctl.download)
     wire(view, ctl, page)
     return view
