@@ -62,7 +62,7 @@
   // A phone (app/phone.css): a figure that reads narrower than a phone's default plot width says so in
   // layout.meta.min_width (app/phone.py); a figure or table still wider than its box scrolls sideways inside it, and
   // its block is marked sdl-scrolls so the cue under it shows. Checked after every change to the page (a redrawn
-  // plot, a new table) and every resize, at most every 150 ms.
+  // plot, a new table), every resize of the window or of a plot or table, at most every 150 ms.
   const PHONE = window.matchMedia("(max-width: 700px)");
   const fitPlots = () => document.querySelectorAll(".js-plotly-plot").forEach((plot) => {
     const width = PHONE.matches && plot.layout && plot.layout.meta && plot.layout.meta.min_width;
@@ -71,9 +71,12 @@
     plot.style.minWidth = wanted;
     if (window.Plotly && plot.offsetParent) window.Plotly.Plots.resize(plot);
   });
+  const watched = new WeakSet();  // each plot and table, watched for a change of size (a redraw, a tab shown)
+  const resized = new ResizeObserver(() => check());
   const markScrolls = () => {
     const scrollers = new Map();  // block -> whether it holds something wider than its box
     document.querySelectorAll(".js-plotly-plot, .virtual-table-viewport").forEach((element) => {
+      if (!watched.has(element)) { watched.add(element); resized.observe(element); }
       const block = element.closest(".block");
       if (!block) return;
       const box = element.classList.contains("js-plotly-plot") ? block : element;

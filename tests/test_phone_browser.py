@@ -74,20 +74,30 @@ def test_step_by_step_figures_fit_or_say_they_scroll_and_the_timeline_shows_bars
     page.wait_for_timeout(1000)
 
 
-def test_the_classroom_first_scene_shows_every_column_and_its_legend(page):
-    open_phone_tab(page, "课堂")
-    figures_fit_or_cue(page)
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_classroom_first_scene_shows_every_column_and_its_legend(page, lang):
+    if lang == "en":
+        page.locator("#lang-toggle label:has-text('English')").click()
+        page.wait_for_timeout(1500)
+    open_phone_tab(page, "课堂" if lang == "zh" else "Classroom")
+    figures = {f["id"]: f for f in figures_fit_or_cue(page, lang)}
+    assert figures["lesson-figure"]["cue"] == ""  # it fits: no cue (the cue itself never widens its box)
     scene = page.evaluate("""() => { const root = document.querySelector('#lesson-figure');
         const r = e => e.getBoundingClientRect();
         return {texts: Array.from(root.querySelectorAll('.textpoint text')).map(e => [e.textContent, r(e).left, r(e).right]),
                 legend: Array.from(root.querySelectorAll('.legend .traces')).map(e => [e.textContent, r(e).left, r(e).right]),
-                width: r(root.querySelector('svg.main-svg')).width}; }""")
+                width: r(root.querySelector('svg.main-svg')).width, right: r(root).right,
+                title_right: r(root.querySelector('.gtitle')).right}; }""")
     assert scene["width"] <= PHONE["width"]
     assert {text for text, *_ in scene["texts"]} >= {"我", "爱", "中", "国", "EOS"}
     assert len(scene["legend"]) == 2
     for text, left, right in scene["texts"] + scene["legend"]:
         assert 0 <= left and right <= PHONE["width"], (text, left, right)
-    page.locator("#lesson-figure").screenshot(path=ARTIFACTS / "phone-classroom-scene1.png")
+    assert scene["title_right"] <= scene["right"], scene
+    page.locator("#lesson-figure").screenshot(path=ARTIFACTS / f"phone-classroom-scene1-{lang}.png")
+    if lang == "en":
+        page.locator("#lang-toggle label:has-text('中文')").click()
+        page.wait_for_timeout(1500)
 
 
 def test_tables_keep_whole_headers_and_the_speedup_column_is_reachable(page):
