@@ -6,6 +6,7 @@ per line, tables keep their first column in view, and Compare's speedup column i
 the cue. Screenshots go to test-artifacts/."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,11 @@ def page():
         browser_page_.set_viewport_size(PHONE)
         open_app(browser_page_, url)
         yield browser_page_
+
+
+def words(header: str) -> int:
+    """The pieces a header may be broken between: words apart by spaces, and a bracketed part (CJK kept whole)."""
+    return len([piece for piece in re.split(r"\s+|(?=[（(])", header) if piece])
 
 
 def open_phone_tab(page, name: str) -> None:
@@ -119,7 +125,7 @@ def test_tables_keep_whole_headers_and_the_speedup_column_is_reachable(page):
     speedup = "加速比"
     assert any(h["text"] == speedup for h in headers), headers
     for header in headers:  # broken only between words (a CJK word is kept whole): never a character a line
-        assert 1 <= header["lines"] <= len(header["text"].split()), header
+        assert 1 <= header["lines"] <= words(header["text"]), header
     table = page.evaluate(f"""() => {{ const block = document.querySelector('#cmp-table');
         const th = Array.from(block.querySelectorAll('th')).find(h => h.innerText.trim() === '{speedup}');
         const viewport = block.querySelector('.virtual-table-viewport');
@@ -139,3 +145,14 @@ def test_tables_keep_whole_headers_and_the_speedup_column_is_reachable(page):
     assert edges["first"] >= edges["block"] - 1 and edges["cell"] >= edges["block"] - 1, edges  # the drafters stay
     assert edges["text"] == "none", edges
     page.locator("#cmp-table").screenshot(path=ARTIFACTS / "phone-compare-table.png")
+
+
+def test_worth_it_figures_and_table_fit_or_say_they_scroll(page):
+    open_phone_tab(page, "值不值得？")
+    wait_for_plot(page, "worth-plot", "p.data.length > 1")
+    figures = {f["id"]: f for f in figures_fit_or_cue(page)}
+    assert figures["worth-plot"]["cue"]  # three panels, 1100 px: it scrolls, and says so
+    lines = page.evaluate("""() => Array.from(document.querySelectorAll('#worth-table th')).map(th => {
+        const range = document.createRange(); range.selectNodeContents(th.querySelector('.header') || th);
+        return [th.innerText.trim(), new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size]; })""")
+    assert lines and all(1 <= n <= words(text) for text, n in lines), [x for x in lines if x[1] > words(x[0])]
