@@ -11,11 +11,15 @@ monitor on the app's own /metrics over all of it), serving.png. ``--only serving
 float32 and int8 targets' v(n), after a short Compare at each precision) and classroom-quantization.png;
 ``--only parallel --preset gemma-270m`` timeline-peagle-<preset>.png (Compare's lanes of eagle3 and peagle,
 k = 5: five drafting forwards a step against one) and classroom-parallel.png.
-``--only phone --preset gemma-270m`` phone-step.png and phone-classroom.png (390 px wide) and
-tree-encoding-<preset>.png (tests/screenshot_phone.py).
 ``--only exercises --preset gemma-270m`` takes the Classroom's predict-mode questions, each answered and revealed:
 exercise-reject.png (which drafted token the target refuses first), exercise-count.png (how many tokens the step
 writes) and exercise-batch.png (whether the drafter still pays at the shipped sweep's largest batch).
+``--only animation --preset gemma-270m`` animated-step.png: Step by step's animated step at a phone's width, its
+frames side by side (tests/screenshot_animation.py).
+``--only anatomy --preset gemma-270m`` anatomy-medusa.png, anatomy-eagle2.png, anatomy-eagle3-fusion.png,
+anatomy-ttt.png and anatomy-hybrid.png: Step by step's drafter-anatomy scenes (tests/screenshot_anatomy.py).
+``--only phone --preset gemma-270m`` phone-step.png and phone-classroom.png (390 px wide) and
+tree-encoding-<preset>.png (tests/screenshot_phone.py).
 ``--only vllm-serve`` takes monitor-vllm-serve.png: the monitor on a real ``vllm serve`` of the tiny target
 and its exported EAGLE-3 (``python -m core vllm setup`` first; tests/vllm_serving.py); with ``--preset gemma-270m``
 monitor-vllm-serve-gemma-270m.png, Gemma 3 and its exported EAGLE-3 served through the lab's vLLM plugin.
@@ -31,6 +35,8 @@ from app_driver import (browser_page, missing_browser, open_app, open_tab, predi
                         step, wait_for_plot)
 from app_server import ROOT, TINY_MISSING, TINY_READY, running_app
 from screenshot_phone import take_phone
+from screenshot_anatomy import take_anatomy
+from screenshot_animation import take_animation
 from vllm_serving import eagle3_server, export_drafter, watch_requests
 
 from app.i18n import t
@@ -166,8 +172,14 @@ def take(out: Path, only: str | None = None, preset: str = "tiny") -> None:
         if only == "parallel":
             take_parallel(page, out, preset)
             return
+        if only == "animation":  # Step by step's animated step, its frames side by side (screenshot_animation.py)
+            take_animation(page, out)
+            return
         if only == "exercises":
             take_exercises(page, out)
+            return
+        if only == "anatomy":  # Step by step's drafter-anatomy scenes (screenshot_anatomy.py)
+            take_anatomy(page, out, shot_between, step)
             return
         start_monitor(page)
 
@@ -250,7 +262,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--only", choices=["serving", "batch", "vllm-serve", "quantization", "parallel", "phone",
-                                           "exercises"],
+                                           "exercises", "animation", "anatomy"],
                         help="take only this view's screenshot (batch: batch-size-<preset>.png)")
     parser.add_argument("--preset", default="tiny", help="the model the app runs on (default tiny)")
     args = parser.parse_args()
