@@ -34,8 +34,7 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                     "**hybrid**: n-gram lookup and {feature} each propose part of one verify tree; a node both "
                     "propose is kept once."),
     # Medusa
-    "anat.medusa_title": ("第 {step} 步：Medusa 各头的前几名候选，以及从中切出的树",
-                          "Step {step}: each Medusa head's top candidates, and the tree cut from them"),
+    "anat.medusa_title": ("第 {step} 步：Medusa 各头的候选和切出的树", "Step {step}: Medusa's heads, the tree cut"),
     "anat.head_tick": ("头 {i}", "head {i}"),
     "anat.rank_tick": ("第 {r} 名", "rank {r}"),
     "anat.cell_accepted": ("成为节点，被接受", "became a node, accepted"),
@@ -52,9 +51,9 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                             "has {nodes} nodes; the lines are its edges: every head reads the same hidden state, so "
                             "a depth-2 node comes from head 2's column whatever its parent."),
     # EAGLE-2's expansion
-    "anat.expansion_title": ("第 {step} 步：EAGLE-2 在每一层打分的候选", "Step {step}: the candidates EAGLE-2 scored at each depth"),
+    "anat.expansion_title": ("第 {step} 步：EAGLE-2 逐层打分的候选", "Step {step}: what EAGLE-2 scored"),
     "anat.pruned": ("打过分、被剪掉", "scored, pruned"),
-    "anat.fed": ("再送入草稿器扩展（每层前 k 名）", "fed again to expand (top k per depth)"),
+    "anat.fed": ("再送入草稿器（每层前 k 名）", "fed again (top k a depth)"),
     "anat.cand_hover": ("%{hovertext}：深度 %{customdata[0]}，条件概率 %{customdata[1]:.3f}，累计置信度 %{customdata[2]:.4f}",
                         "%{hovertext}: depth %{customdata[0]}, probability given its parent %{customdata[1]:.3f}, "
                         "cumulative confidence %{customdata[2]:.4f}"),
@@ -67,8 +66,7 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                                "confident were kept for the one verify (a kept node's parent is always kept); the "
                                "faded ones were pruned."),
     # EAGLE / EAGLE-3's fusion
-    "anat.fusion_title": ("第 {step} 步：{drafter} 读哪些目标层，怎样往前滚", "Step {step}: which target layers {drafter} "
-                          "reads, and how it rolls forward"),
+    "anat.fusion_title": ("第 {step} 步：{drafter} 读的目标层", "Step {step}: the layers {drafter} reads"),
     "anat.layer_low": ("低", "low"),
     "anat.layer_middle": ("中", "middle"),
     "anat.layer_high": ("高", "high"),
@@ -76,10 +74,10 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
     "anat.layer_read": ("读取", "read"),
     "anat.layer_unread": ("目标层（未读取）", "target layer (not read)"),
     "anat.layer_legend": ("草稿器读取的目标层", "target layer the drafter reads"),
-    "anat.fuse3": ("融合：Linear(3H→H)", "fuse: Linear(3H→H)"),
-    "anat.fuse1": ("特征 = 这一层的输出", "feature = that layer's output"),
+    "anat.fuse3": ("融合 3H→H", "fuse 3H→H"),
+    "anat.fuse1": ("特征 f", "feature f"),
     "anat.feature_true": ("目标模型的真实特征", "the target's true feature"),
-    "anat.drafter_pass": ("草稿器一次前向（读入的 token）", "one drafter pass (the token it reads)"),
+    "anat.drafter_pass": ("草稿器一次前向", "one drafter pass"),
     "anat.guess": ("最后猜出的 token", "the last token guessed"),
     "anat.row_drafter": ("草稿器", "drafter"),
     "anat.row_fuse": ("特征", "feature"),
@@ -94,9 +92,9 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                             "feature guessed the pass before (dotted) and the token just guessed: here along this "
                             "step's most confident chain."),
     # the training-time test
-    "anat.ttt_title": ("训练时测试：为什么 EAGLE-3 在更深处还能猜对", "Training-time test: why EAGLE-3 still guesses right deeper"),
-    "anat.ttt_plan": ("训练时展开 {n} 步，每一步读入的特征", "the feature read at each of {n} unrolled training steps"),
-    "anat.ttt_measured": ("实测（{preset}，留出提示词，k=5 的链）", "measured ({preset}, held-out prompts, a k=5 chain)"),
+    "anat.ttt_title": ("训练时测试", "Training-time test"),
+    "anat.ttt_plan": ("展开 {n} 步，每步读入的特征", "the feature read, {n} steps unrolled"),
+    "anat.ttt_measured": ("实测：{preset}，k=5 的链", "measured: {preset}, a k=5 chain"),
     "anat.tf_row": ("教师强制", "teacher forcing"),
     "anat.ttt_row": ("训练时测试", "training-time test"),
     "anat.ttt_step": ("第 {j} 步", "step {j}"),
@@ -121,7 +119,7 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                        "No eagle3 trained without the test (eagle3-no-ttt) ships for {preset}: the numbers shown are "
                        "{source}'s, not this run's model's."),
     # hybrid
-    "anat.hybrid_title": ("第 {step} 步：验证树的哪些分支来自谁", "Step {step}: which branch of the verify tree came from whom"),
+    "anat.hybrid_title": ("第 {step} 步：每个分支由谁提出", "Step {step}: who proposed each branch"),
     "anat.branch_legend": ("{who}：{n} 个节点，接受 {a} 个", "{who}: {n} nodes, {a} accepted"),
     "anat.branch_part": ("{who} 提出 {n} 个，接受 {a} 个", "{who} proposed {n}, {a} accepted"),
     "anat.hybrid_caption": ("节点的填充色是提出者（深色：两者都提出了同一个 token），边框是验证结果。{parts}。",

@@ -162,3 +162,25 @@ def test_the_classroom_shows_the_same_anatomy(app_page):
     read = next(trace for trace in fusion if trace.get("text") and "<br>" in str(trace["text"][0]))
     assert read["x"] == list(drafters[-1].hidden_layers)
     page.click("#lesson-reset")
+
+
+def test_on_a_phone_each_scene_takes_the_screens_width(app_page):
+    """At 390 px every anatomy figure of an EAGLE-3 step fits its box: nothing to scroll sideways."""
+    preset, page = app_page
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 900})
+    try:
+        start(page, "eagle3", 4, 2)
+        step(page, 1, STEP_MS)
+        for i in range(3):
+            wait_for_plot(page, f"step-anatomy-{i}", "p.data.length > 1", STEP_MS)
+            page.wait_for_timeout(400)  # page.js fits the plots to a phone after each redraw
+            box = page.evaluate("""id => { const d = document.querySelector('#' + id + ' .js-plotly-plot');
+                const r = d.getBoundingClientRect(), block = d.closest('.block');
+                return {left: r.left, right: r.right, width: r.width, box: block.clientWidth,
+                        scrolls: block.classList.contains('sdl-scrolls')}; }""", f"step-anatomy-{i}")
+            assert 0 <= box["left"] and box["right"] <= 390 and box["width"] <= box["box"], (i, box)
+            assert not box["scrolls"], (i, box)
+        page.locator("#step-anatomy-box").screenshot(path=ARTIFACTS / f"anatomy-phone-{preset}.png")
+    finally:
+        page.set_viewport_size(viewport)

@@ -6,7 +6,7 @@ below, so it reads on a 390 px phone."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
@@ -14,12 +14,14 @@ from core.records.steps import StepRecord
 
 from ..i18n import t
 from ..palette import COLORS, proposer_color, visible
+from ..phone import narrow
 from .anatomy_eagle3 import fusion_caption, fusion_figure, ttt_caption, ttt_figure
 from .style import empty, finish
 from .tree import proposer_family
 
 STATUS_ORDER = ("accepted", "rejected", "not_reached")  # a cell several nodes share shows the best of them
 OUTSIDE = "outside"  # a head's cell that became no node
+PHONE_MIN_WIDTH = 290  # pixels: every scene's labels and legend still fit (app/phone.py)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,13 @@ def drafter_kind(record: StepRecord) -> str:
 
 def anatomy_scenes(record: StepRecord, lang: str, preset: str | None = None) -> tuple[str, list[Scene]]:
     """The step's anatomy: a sentence on the drafter and its pictures (none for the drafters without
-    learned parts). ``preset``: the run's, for the training-time test's measurement."""
+    learned parts), each drawn as narrow as a phone's screen. ``preset``: the run's, for the training-time
+    test's measurement."""
+    sentence, scenes = _scenes(record, lang, preset)
+    return sentence, [replace(s, figure=narrow(s.figure, PHONE_MIN_WIDTH)) for s in scenes]
+
+
+def _scenes(record: StepRecord, lang: str, preset: str | None) -> tuple[str, list[Scene]]:
     kind, anatomy = drafter_kind(record), record.anatomy
     if anatomy is None:
         key = {"draft": "anat.draft", "ngram": "anat.ngram"}.get(kind, "anat.nothing")
@@ -113,7 +121,7 @@ def medusa_figure(record: StepRecord, lang: str) -> go.Figure:
             x=depth, y=rank, mode="markers+text", name=t(f"anat.cell_{status}", lang),
             text=[f"{visible(x)}<br>{p:.2f}" for x, p in zip(text, prob)],
             textfont={"size": 11, "color": "#222222" if status in (OUTSIDE, "not_reached") else "white"},
-            marker={"symbol": "square", "size": 40, "color": color, "line": {"color": "white", "width": 1}},
+            marker={"symbol": "square", "size": 38, "color": color, "line": {"color": "white", "width": 1}},
             customdata=list(zip(depth, [r + 1 for r in rank], count)),
             hovertemplate=t("anat.cell_hover", lang) + "<extra></extra>"))
     top = max(len(h.tokens) for h in heads)
@@ -177,7 +185,7 @@ def expansion_figure(record: StepRecord, lang: str) -> go.Figure:
                              marker={"size": 14, "color": "white", "line": {"color": "#1a202c", "width": 3}}))
     depth = max(expansion.depths)
     fig.update_xaxes(title=t("tree.depth", lang), range=[-0.5, depth + 0.8], dtick=1, showgrid=False)
-    fig.update_yaxes(title=t("tree.score", lang), type="log")
+    fig.update_yaxes(title=t("tree.score", lang), type="log", dtick=1)  # 1, 0.1, 0.01: no minor labels
     return finish(fig, t("anat.expansion_title", lang, step=record.step + 1), 420, below=True)
 
 
