@@ -39,6 +39,7 @@ DRAFTERS = [
     ("eagle", {"tree": "4x5", "eagle_nodes": 24}),
     ("eagle3", {"k": 5}),
     ("eagle3", {"tree": "4x5", "eagle_nodes": 24}),
+    ("eagle3", {"k": 5, "drafter_weights": "assets/gemma-270m/eagle3-reference"}),  # the layout vLLM loads
     ("hybrid", {"k": "auto"}),
     ("hybrid", {"tree": "auto"}),
 ]
