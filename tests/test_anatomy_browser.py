@@ -21,7 +21,7 @@ from anatomy_runs import medusa_top
 from app_driver import browser_page, missing_browser, open_app, open_tab, step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
-from app.palette import visible
+from app.figures.anatomy_eagle3 import token_label
 from core.api import build_decoder
 from core.api.request import DecodeRequest
 from core.engine.recorder import TextTracker
@@ -96,8 +96,8 @@ def engine_steps(preset: str, drafter: str, steps: int, hook, **options) -> None
 
 def start(page, drafter: str, k: int, width: int) -> None:
     open_tab(page, "step")
-    page.click("#reset-btn")
-    page.wait_for_timeout(400)
+    page.click("#reset-btn")  # then wait until the page shows no run: ``step`` counts the live plot's points
+    page.wait_for_function("() => document.querySelector('#step-status').innerText.trim() === ''")
     page.fill("#step-prompt textarea", PROMPT)
     choose(page, "step-drafter", drafter)
     set_number(page, "step-k", k)
@@ -108,7 +108,7 @@ def test_medusa_heads_on_the_page_are_the_drafters_own(app_page):
     preset, page = app_page
     expected: list = []
     engine_steps(preset, "medusa", 2, lambda d, target: expected.append(
-        [[(visible(TextTracker(target.tokenizer).piece(tok)), p) for tok, p in zip(*head)] for head in medusa_top(d)]),
+        [[(token_label(TextTracker(target.tokenizer).piece(tok)), p) for tok, p in zip(*head)] for head in medusa_top(d)]),
         k=3, tree="2x3")
     start(page, "medusa", 3, 2)
     step(page, 2, STEP_MS)
@@ -166,6 +166,8 @@ def test_the_classroom_shows_the_same_anatomy(app_page):
 
 def test_on_a_phone_each_scene_takes_the_screens_width(app_page):
     """At 390 px every anatomy figure of an EAGLE-3 step fits its box: nothing to scroll sideways."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     preset, page = app_page
     viewport = page.viewport_size
     page.set_viewport_size({"width": 390, "height": 900})
@@ -174,11 +176,16 @@ def test_on_a_phone_each_scene_takes_the_screens_width(app_page):
         step(page, 1, STEP_MS)
         for i in range(3):
             wait_for_plot(page, f"step-anatomy-{i}", "p.data.length > 1", STEP_MS)
-            page.wait_for_timeout(400)  # page.js fits the plots to a phone after each redraw
-            box = page.evaluate("""id => { const d = document.querySelector('#' + id + ' .js-plotly-plot');
+            fits = """id => { const d = document.querySelector('#' + id + ' .js-plotly-plot');
                 const r = d.getBoundingClientRect(), block = d.closest('.block');
                 return {left: r.left, right: r.right, width: r.width, box: block.clientWidth,
-                        scrolls: block.classList.contains('sdl-scrolls')}; }""", f"step-anatomy-{i}")
+                        scrolls: block.classList.contains('sdl-scrolls')}; }"""
+            try:  # page.js fits a plot to a phone after its redraw (checked at most every 150 ms)
+                page.wait_for_function(f"id => {{ const b = ({fits})(id); return b.width <= b.box && !b.scrolls; }}",
+                                       arg=f"step-anatomy-{i}", timeout=10_000)
+            except PlaywrightTimeout:
+                pass  # the assertions below say what did not fit
+            box = page.evaluate(fits, f"step-anatomy-{i}")
             assert 0 <= box["left"] and box["right"] <= 390 and box["width"] <= box["box"], (i, box)
             assert not box["scrolls"], (i, box)
         page.locator("#step-anatomy-box").screenshot(path=ARTIFACTS / f"anatomy-phone-{preset}.png")

@@ -12,8 +12,7 @@ import pytest
 from anatomy_runs import eagle3_run, medusa_run, run
 
 from app.figures.anatomy import anatomy_scenes, branch_counts, expansion_figure, head_cells, hybrid_figure, medusa_figure
-from app.figures.anatomy_eagle3 import fusion_caption, fusion_figure, ttt_caption, ttt_figure
-from app.palette import visible
+from app.figures.anatomy_eagle3 import fusion_caption, fusion_figure, token_label, ttt_caption, ttt_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +34,7 @@ def test_medusa_figure_draws_every_cell_and_marks_the_tree_cut_from_them(medusa)
     shown = {(x, y): text for tr in cells for x, y, text in zip(tr.x, tr.y, tr.text)}
     for head in record.anatomy.heads:
         for rank, (text, prob) in enumerate(zip(head.texts, head.probs)):
-            assert shown[head.depth, rank] == f"{visible(text)}<br>{prob:.2f}"
+            assert shown[head.depth, rank] == f"{token_label(text)}<br>{prob:.2f}"
     used = head_cells(record)
     outside = next(tr for tr in cells if tr.name == "became no node")
     assert len(outside.x) == sum(len(h.tokens) for h in record.anatomy.heads) - len(used)
@@ -103,6 +102,10 @@ def test_hybrid_figure_colours_each_branch_by_its_proposer():
     assert legends == {f"{who}: {n} nodes, {a} accepted".replace(": 1 nodes", ": 1 node") for who, (n, a)
                        in counts.items()}
     assert sum(n for n, _ in counts.values()) == len(record.nodes)
+
+
+def test_token_texts_are_shown_escaped():
+    assert token_label("<b> x") == "&lt;b&gt;␣x"  # a tag-like token stays text in Plotly and Markdown
 
 
 def test_drafters_without_learned_parts_get_a_sentence():

@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 from core.records.steps import StepRecord
 
 from ..i18n import t
-from ..palette import COLORS, proposer_color, visible
+from ..palette import COLORS, proposer_color
 from ..phone import narrow
-from .anatomy_eagle3 import fusion_caption, fusion_figure, ttt_caption, ttt_figure
+from .anatomy_eagle3 import fusion_caption, fusion_figure, token_label, ttt_caption, ttt_figure
 from .style import empty, finish
 from .tree import proposer_family
 
@@ -104,7 +104,7 @@ def medusa_figure(record: StepRecord, lang: str) -> go.Figure:
             ys += [parent[1], where[node.id][1], None]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#9a9a9a", "width": 1.5}, hoverinfo="skip",
                              showlegend=False))
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[visible(record.root.text)],
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[token_label(record.root.text)],
                              name=t("tree.root", lang), marker={"symbol": "square", "size": 34, "color": COLORS["root"]},
                              textfont={"color": "white", "size": 13}, hoverinfo="skip"))
     groups: dict[str, list] = {}
@@ -119,7 +119,7 @@ def medusa_figure(record: StepRecord, lang: str) -> go.Figure:
         color = COLORS["pruned"] if status == OUTSIDE else COLORS[status]
         fig.add_trace(go.Scatter(
             x=depth, y=rank, mode="markers+text", name=t(f"anat.cell_{status}", lang),
-            text=[f"{visible(x)}<br>{p:.2f}" for x, p in zip(text, prob)],
+            text=[f"{token_label(x)}<br>{p:.2f}" for x, p in zip(text, prob)],
             textfont={"size": 11, "color": "#222222" if status in (OUTSIDE, "not_reached") else "white"},
             marker={"symbol": "square", "size": 38, "color": color, "line": {"color": "white", "width": 1}},
             customdata=list(zip(depth, [r + 1 for r in rank], count)),
@@ -141,7 +141,7 @@ def medusa_caption(record: StepRecord, lang: str) -> str:
         ranks = sorted(rank for depth, rank in cells if depth == head.depth)
         nodes = sum(len(cells[head.depth, r]) for r in ranks)
         parts.append(t("anat.head_part", lang, i=head.depth, nodes=nodes, ranks=", ".join(str(r + 1) for r in ranks),
-                       token=visible(head.texts[0]), prob=head.probs[0]) if ranks else t("anat.head_none", lang, i=head.depth))
+                       token=token_label(head.texts[0]), prob=head.probs[0]) if ranks else t("anat.head_none", lang, i=head.depth))
     return t("anat.medusa_caption", lang, parts=_joined(parts, lang), nodes=len(record.nodes))
 
 
@@ -161,7 +161,7 @@ def expansion_figure(record: StepRecord, lang: str) -> go.Figure:
         ys += [1.0 if parent < 0 else confidence[parent], confidence[i], None]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#d0d0d0", "width": 1}, hoverinfo="skip",
                              showlegend=False))
-    fig.add_trace(go.Scatter(x=[0], y=[1.0], mode="markers+text", text=[visible(record.root.text)],
+    fig.add_trace(go.Scatter(x=[0], y=[1.0], mode="markers+text", text=[token_label(record.root.text)],
                              textposition="middle left", name=t("tree.root", lang), hoverinfo="skip",
                              marker={"size": 14, "color": COLORS["root"]}))
     for kind in ("pruned", *STATUS_ORDER):
@@ -171,7 +171,7 @@ def expansion_figure(record: StepRecord, lang: str) -> go.Figure:
         kept = kind != "pruned"
         fig.add_trace(go.Scatter(
             x=[expansion.depths[i] for i in idx], y=[confidence[i] for i in idx],
-            mode="markers+text" if kept else "markers", text=[visible(expansion.texts[i]) for i in idx],
+            mode="markers+text" if kept else "markers", text=[token_label(expansion.texts[i]) for i in idx],
             textposition="middle right", name=t("anat.pruned" if not kept else f"kind.{kind}", lang),
             opacity=1.0 if kept else 0.55,
             marker={"size": [14 if expansion.expanded[i] else 10 for i in idx],
@@ -179,7 +179,7 @@ def expansion_figure(record: StepRecord, lang: str) -> go.Figure:
                     "line": {"color": ["#1a202c" if expansion.expanded[i] else "#9a9a9a" for i in idx],
                              "width": [3 if expansion.expanded[i] else 1 for i in idx]}},
             customdata=[[expansion.depths[i], expansion.probs[i], confidence[i]] for i in idx],
-            hovertext=[visible(expansion.texts[i]) for i in idx],
+            hovertext=[token_label(expansion.texts[i]) for i in idx],
             hovertemplate=t("anat.cand_hover", lang) + "<extra></extra>"))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=t("anat.fed", lang),
                              marker={"size": 14, "color": "white", "line": {"color": "#1a202c", "width": 3}}))
@@ -245,14 +245,14 @@ def hybrid_figure(record: StepRecord, lang: str) -> go.Figure:
         ys += [0 if node.parent < 0 else rows[node.parent], rows[node.id], None]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#c9c9c9", "width": 1.5}, hoverinfo="skip",
                              showlegend=False))
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[visible(record.root.text)],
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[token_label(record.root.text)],
                              name=t("tree.root", lang), hoverinfo="skip", textfont={"color": "white"},
                              marker={"symbol": "square", "size": 30, "color": COLORS["root"]}))
     for family, (count, accepted) in branch_counts(record).items():
         group = [n for n in record.nodes if proposer_family(n.proposer) == family]
         fig.add_trace(go.Scatter(
             x=[n.depth for n in group], y=[rows[n.id] for n in group], mode="markers+text",
-            text=[visible(n.text) for n in group], textfont={"color": "white", "size": 12},
+            text=[token_label(n.text) for n in group], textfont={"color": "white", "size": 12},
             name=t("anat.branch_legend", lang, who=family, n=count, a=accepted),
             marker={"symbol": "square", "size": 30, "color": proposer_color(family),
                     "line": {"color": [COLORS[n.status] for n in group], "width": 3}},

@@ -5,6 +5,7 @@ reason: acceptance by depth of a drafter trained with it against the same drafte
 read from the held-out numbers shipped beside the weights (``python -m core.train.heldout``)."""
 from __future__ import annotations
 
+import html
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +27,12 @@ FEATURE = "#2b6cb0"  # a true target feature (the target's blue)
 OWN = drafter_color("eagle3")  # a feature the drafter guessed itself
 
 
+def token_label(text: str) -> str:
+    """A token's text as a figure or caption shows it: whitespace made visible, markup escaped (a token may be
+    "<b>" or "<br>", which Plotly and the page's Markdown would otherwise read as tags)."""
+    return html.escape(visible(text))
+
+
 def layer_roles(anatomy: AnatomyRecord, lang: str) -> list[str]:
     """The name of each read layer: low / middle / high for three, "last" for EAGLE's one."""
     if len(anatomy.target_layers) == 3:
@@ -44,7 +51,7 @@ def best_chain(record: StepRecord) -> list[str]:
     best = max((i for i, d in enumerate(expansion.depths) if d == deepest), key=lambda i: expansion.scores[i])
     path = []
     while best >= 0:
-        path.append(visible(expansion.texts[best]))
+        path.append(token_label(expansion.texts[best]))
         best = expansion.parents[best]
     return path[::-1]
 
@@ -62,7 +69,7 @@ def fusion_figure(record: StepRecord, lang: str) -> go.Figure:
     for layer in layers:
         edges_x += [layer, centre, None]
         edges_y += [2, 1, None]
-    chain = [visible(record.root.text)] + best_chain(record)
+    chain = [token_label(record.root.text)] + best_chain(record)
     step_x = [count * j / max(len(chain) - 1, 1) for j in range(len(chain))]
     edges_x += [centre, step_x[0], None]
     edges_y += [1, 0, None]
