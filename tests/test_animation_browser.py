@@ -101,15 +101,17 @@ def test_the_page_plays_the_recorded_steps_events_in_order(page, tmp_path):
     page.on("request", sent)
     assert shown["active"] == 0
     page.locator("#step-anim .updatemenu-button").first.click()
-    page.wait_for_function(f"id => ({FRAMES_JS})(id).active === {len(frames) - 1}", arg="step-anim", timeout=30_000)
+    page.wait_for_function(f"([id, caption]) => {{ const s = ({FRAMES_JS})(id);"
+                           f" return s.active === {len(frames) - 1} && s.caption === caption; }}",
+                           arg=["step-anim", frames[-1]["layout"]["annotations"][0]["text"]], timeout=30_000)
     page.wait_for_timeout(500)
-    assert _frames(page, "step-anim")["caption"] == frames[-1]["layout"]["annotations"][0]["text"]
     page.remove_listener("request", sent)
     assert requests == []
     # a step of the slider shows that frame alone
     click_slider(page, "step-anim", 1)
-    page.wait_for_function(f"id => ({FRAMES_JS})(id).active === 1", arg="step-anim")
-    assert _frames(page, "step-anim")["caption"] == frames[1]["layout"]["annotations"][0]["text"]
+    page.wait_for_function(f"([id, caption]) => {{ const s = ({FRAMES_JS})(id);"  # the slider moves first, then the frame
+                           f" return s.active === 1 && s.caption === caption; }}",
+                           arg=["step-anim", frames[1]["layout"]["annotations"][0]["text"]], timeout=10_000)
     page.fill("#step-width input", "1")
     reset(page)
 
