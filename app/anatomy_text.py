@@ -50,6 +50,8 @@ ANATOMY_TEXT: dict[str, tuple[str, str]] = {
                             "Each column is one head's top tokens and probabilities at this step. {parts}. The tree "
                             "has {nodes} nodes; the lines are its edges: every head reads the same hidden state, so "
                             "a depth-2 node comes from head 2's column whatever its parent."),
+    "anat.below_top": ("另有 {n} 个节点是按概率抽样得到的、不在各头的前几名里，图中没有画出。",
+                       "{n} more nodes were drawn by sampling from below the heads' top tokens and are not drawn."),
     # EAGLE-2's expansion
     "anat.expansion_title": ("第 {step} 步：EAGLE-2 逐层打分的候选", "Step {step}: what EAGLE-2 scored"),
     "anat.pruned": ("打过分、被剪掉", "scored, pruned"),

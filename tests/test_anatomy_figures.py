@@ -114,3 +114,11 @@ def test_drafters_without_learned_parts_get_a_sentence():
         assert record.anatomy is None
         sentence, scenes = anatomy_scenes(record, "en")
         assert sentence.startswith(word) and scenes == []
+
+
+def test_medusa_caption_counts_sampled_nodes_below_the_heads_top_tokens():
+    records = run("medusa", steps=4, tree="3x3", temperature=1.0, seed=1)
+    for record in records:
+        below = len(record.nodes) - sum(len(nodes) for nodes in head_cells(record).values())
+        caption = anatomy_scenes(record, "en")[1][0].caption
+        assert (f"{below} more node" in caption) == (below > 0)

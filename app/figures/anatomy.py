@@ -142,7 +142,10 @@ def medusa_caption(record: StepRecord, lang: str) -> str:
         nodes = sum(len(cells[head.depth, r]) for r in ranks)
         parts.append(t("anat.head_part", lang, i=head.depth, nodes=nodes, ranks=", ".join(str(r + 1) for r in ranks),
                        token=token_label(head.texts[0]), prob=head.probs[0]) if ranks else t("anat.head_none", lang, i=head.depth))
-    return t("anat.medusa_caption", lang, parts=_joined(parts, lang), nodes=len(record.nodes))
+    caption = t("anat.medusa_caption", lang, parts=_joined(parts, lang), nodes=len(record.nodes))
+    if missing := len(record.nodes) - sum(len(nodes) for nodes in cells.values()):  # sampled below the top tokens
+        caption += " " + t("anat.below_top", lang, n=missing)
+    return caption
 
 
 # ---- EAGLE-2's expansion --------------------------------------------------------------------------
