@@ -1,6 +1,6 @@
 """The step panel "inside the drafter" (Step by step and the classroom's live run): a sentence on the
-drafter and up to ``SCENES`` pictures of its insides at the step (``app.figures.anatomy``), the
-pictures a drafter has not hidden."""
+drafter and up to ``SCENES`` pictures of its insides at the step, each with its caption
+(``app.figures.anatomy``); the slots a drafter has no picture for are hidden."""
 from __future__ import annotations
 
 from dataclasses import dataclass
