@@ -152,3 +152,28 @@ def predict_next(page, presses: int = 40, timeout_ms: int = 60_000) -> int:
         if shown not in (0, before) and drafted:  # the asked question has choices: the step drafted something
             return shown
     raise AssertionError(f"no drafted step to guess after {presses} presses")
+
+
+def choose(page, elem_id: str, value: str) -> None:
+    """Pick ``value`` in a dropdown: that option exactly (Gemma's list also has draft-xs and draft-l)."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=value, exact=True).click()
+    page.wait_for_function("([id, v]) => document.querySelector('#' + id + ' input').value === v", arg=[elem_id, value])
+
+
+def set_number(page, elem_id: str, value) -> None:
+    page.fill(f"#{elem_id} input[type=number]", str(value))
+    page.keyboard.press("Tab")
+
+
+def downloaded_trace(page, tmp_path):
+    """Step by step's run, stopped, downloaded and read back (``core.read_trace``)."""
+    from core import read_trace
+
+    page.click("#stop-btn")
+    page.wait_for_timeout(800)
+    with page.expect_download() as download:
+        page.click("#step-download")
+    path = tmp_path / "trace.jsonl"
+    download.value.save_as(path)
+    return read_trace(path)

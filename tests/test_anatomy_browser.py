@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from anatomy_runs import medusa_top
-from app_driver import browser_page, missing_browser, open_app, open_tab, step, wait_for_plot
+from app_driver import browser_page, choose, missing_browser, open_app, open_tab, set_number, step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 from app.figures.anatomy_eagle3 import token_label
@@ -65,15 +65,6 @@ def figure(page, elem_id: str) -> list[dict]:
     return page.evaluate(FIGURE_JS, elem_id)
 
 
-def choose(page, elem_id: str, value: str) -> None:
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=value, exact=True).click()
-    page.wait_for_function("([id, v]) => document.querySelector('#' + id + ' input').value === v", arg=[elem_id, value])
-
-
-def set_number(page, elem_id: str, value) -> None:
-    page.fill(f"#{elem_id} input[type=number]", str(value))
-    page.keyboard.press("Tab")
 
 
 def engine_steps(preset: str, drafter: str, steps: int, hook, **options) -> None:

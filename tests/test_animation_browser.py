@@ -9,11 +9,10 @@ import html
 import re
 
 import pytest
-from app_driver import browser_page, missing_browser, open_app, open_tab, step, wait_for_plot
+from app_driver import browser_page, downloaded_trace, missing_browser, open_app, open_tab, step, wait_for_plot
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 from app.palette import COLORS, KV_COLORS, visible
-from core import read_trace
 
 pytestmark = [pytest.mark.skipif(not TINY_READY, reason=TINY_MISSING),
               pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))]
@@ -59,13 +58,7 @@ def test_the_page_plays_the_recorded_steps_events_in_order(page, tmp_path):
     page.fill("#step-width input", "2")  # a tree: siblings refused beside the accepted path
     step(page, 1)
     shown = _frames(page, "step-anim")
-    page.click("#stop-btn")
-    page.wait_for_timeout(800)
-    with page.expect_download() as download:
-        page.click("#step-download")
-    path = tmp_path / "trace.jsonl"
-    download.value.save_as(path)
-    (record,) = read_trace(path).steps
+    (record,) = downloaded_trace(page, tmp_path).steps
 
     frames = shown["frames"]
     resampled = record.next.kind == "correction" and record.inspect.rejection.temperature > 0

@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from app_driver import browser_page, missing_browser, open_app, open_tab, plot, run_compare, step, wait_for_plot
+from app_driver import (browser_page, choose, downloaded_trace, missing_browser, open_app, open_tab, plot, run_compare,
+                        set_number, step, wait_for_plot)
 from app_server import TINY_MISSING, TINY_READY, running_app
 
 from app.figures.timeline import Lane
-from core import read_trace
 from core.models import gemma
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,26 +63,7 @@ def page(tmp_path_factory):
         yield browser_page_
 
 
-def choose(page, elem_id: str, value: str) -> None:
-    """Pick ``value`` in a dropdown: that option exactly (Gemma's list also has draft-xs and draft-l)."""
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=value, exact=True).click()
-    page.wait_for_function("([id, v]) => document.querySelector('#' + id + ' input').value === v", arg=[elem_id, value])
 
-
-def set_number(page, elem_id: str, value) -> None:
-    page.fill(f"#{elem_id} input[type=number]", str(value))
-    page.keyboard.press("Tab")
-
-
-def downloaded_trace(page, tmp_path):
-    page.click("#stop-btn")
-    page.wait_for_timeout(800)
-    with page.expect_download() as download:
-        page.click("#step-download")
-    path = tmp_path / "trace.jsonl"
-    download.value.save_as(path)
-    return read_trace(path)
 
 
 def test_lossless_panel_timeline_and_break_even_draw_the_records(page, tmp_path):
@@ -171,7 +152,7 @@ def test_tree_labels_do_not_overlap_and_hover_says_more(page, nodes):
     set_number(page, "step-eagle-n", nodes)
     page.locator("#step-expand input").set_checked(True)
     step(page, 1, STEP_MS)
-    drawn = wait_for_plot(page, "step-tree", "p.data.length > 2", STEP_MS)
+    wait_for_plot(page, "step-tree", "p.data.length > 2", STEP_MS)
     boxes = label_boxes(page, "step-tree")
     assert len(boxes) >= min(nodes, 24) and not overlapping(boxes)
     hover = hover_text(page, "step-tree", "log q")

@@ -18,17 +18,12 @@ import subprocess
 
 import pytest
 from app_server import TINY_MISSING, TINY_READY
+from vllm_checks import assert_metrics_agree, runner
 
-from core.api import build_decoder, encode_prompt
 from core.drafters.ngram import vllm_lookup
-from core.models.loading import load_model, resolve_preset
 from core.models.prompts import load_prompts
-from core.serving.monitor import parse
-from core.serving.prometheus import lab_metrics
 from core.vllm import env
-from core.vllm.client import VllmRunner
 from core.vllm.oracle import compare, method
-from core.vllm.schedule import vllm_steps
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("SDLAB_VLLM") != "1",
@@ -40,14 +35,10 @@ MAX_NEW_TOKENS = 40
 PROMPTS = load_prompts()[: int(os.environ.get("SDLAB_VLLM_PROMPTS") or 16)]
 
 
-def runner(spec) -> VllmRunner:
-    return VllmRunner(resolve_preset("tiny").target, spec.speculative_config(), threads=min(2, os.cpu_count() or 1))
-
-
 @pytest.mark.parametrize("name,k", [("eagle3", k) for k in range(1, 6)] + [("draft", 3), ("ngram", 3), ("none", 1)])
 def test_vllm_and_the_lab_agree_on_text_and_counters(name, k):
     spec = method(name, "tiny", k)
-    with runner(spec) as vllm:
+    with runner("tiny", spec) as vllm:
         rows = compare(vllm, spec, "tiny", PROMPTS, MAX_NEW_TOKENS)
     assert [r.prompt for r in rows if not r.identical] == []
     assert [(r.prompt, r.vllm, r.lab) for r in rows if not r.same_counts] == []
@@ -57,25 +48,7 @@ def test_vllm_and_the_lab_agree_on_text_and_counters(name, k):
 
 def test_the_labs_metrics_read_as_vllms_after_the_same_requests():
     """Both registries in the Prometheus text format, read by the Production monitor's parser."""
-    spec = method("eagle3", "tiny", 3)
-    lab = lab_metrics()
-    target = load_model(resolve_preset("tiny").target, "cpu")
-    with runner(spec) as vllm:
-        before = parse(vllm.exposition(), 0)
-        for prompt in PROMPTS[:4]:
-            vllm.generate([encode_prompt(target, prompt, MAX_NEW_TOKENS)], MAX_NEW_TOKENS)
-            decoder, ids = build_decoder(spec.request(prompt, "tiny", MAX_NEW_TOKENS))
-            with lab.request("tiny") as meter:
-                for record in vllm_steps(decoder, ids):
-                    meter.observe(record)
-        after = parse(vllm.exposition(), 1)
-    ours = parse(lab.exposition().decode(), 1)
-    assert after.drafts - before.drafts == ours.drafts > 0
-    assert after.draft_tokens - before.draft_tokens == ours.draft_tokens
-    assert after.accepted_tokens - before.accepted_tokens == ours.accepted_tokens
-    theirs = [a - (before.accepted_per_position[i] if i < len(before.accepted_per_position) else 0)
-              for i, a in enumerate(after.accepted_per_position)]
-    assert theirs == list(ours.accepted_per_position) + [0] * (len(theirs) - len(ours.accepted_per_position))
+    assert_metrics_agree("tiny", method("eagle3", "tiny", 3), PROMPTS[:4], MAX_NEW_TOKENS)
 
 
 def test_the_ngram_lookup_is_vllms_own_function():

@@ -22,19 +22,14 @@ import os
 
 import pytest
 from app_driver import browser_page, missing_browser
+from vllm_checks import assert_metrics_agree, runner
 from vllm_serving import K, eagle3_server, export_drafter, watch_requests
 
-from core.api import build_decoder, encode_prompt
 from core.cli import main
 from core.models import gemma
-from core.models.loading import load_model, resolve_preset
 from core.models.prompts import load_prompts
-from core.serving.monitor import parse
-from core.serving.prometheus import lab_metrics
 from core.vllm import env
-from core.vllm.client import VllmRunner
 from core.vllm.oracle import compare, method
-from core.vllm.schedule import vllm_steps
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("SDLAB_VLLM_GEMMA") != "1",
@@ -56,7 +51,7 @@ def agree(rows) -> None:
 @pytest.mark.parametrize("k", [1, 2, 4, 5])
 def test_vllm_and_the_lab_agree_on_gemmas_eagle3(k):
     spec = method("eagle3", PRESET, k)
-    with VllmRunner(resolve_preset(PRESET).target, spec.speculative_config(), threads=min(2, os.cpu_count() or 1)) as vllm:
+    with runner(PRESET, spec) as vllm:
         rows = compare(vllm, spec, PRESET, PROMPTS, MAX_NEW_TOKENS)
     agree(rows)
     if k > 1:  # the drafter reaches past its first token on this set: the later positions are compared too
@@ -72,25 +67,7 @@ def test_the_compare_command_reports_the_same_at_k3(capsys):
 
 
 def test_the_labs_metrics_read_as_vllms_after_the_same_requests():
-    spec = method("eagle3", PRESET, K)
-    lab = lab_metrics()
-    target = load_model(resolve_preset(PRESET).target, "cpu")
-    with VllmRunner(resolve_preset(PRESET).target, spec.speculative_config(), threads=min(2, os.cpu_count() or 1)) as vllm:
-        before = parse(vllm.exposition(), 0)
-        for prompt in PROMPTS[:4]:
-            vllm.generate([encode_prompt(target, prompt, MAX_NEW_TOKENS)], MAX_NEW_TOKENS)
-            decoder, ids = build_decoder(spec.request(prompt, PRESET, MAX_NEW_TOKENS))
-            with lab.request(PRESET) as meter:
-                for record in vllm_steps(decoder, ids):
-                    meter.observe(record)
-        after = parse(vllm.exposition(), 1)
-    ours = parse(lab.exposition().decode(), 1)
-    assert after.drafts - before.drafts == ours.drafts > 0
-    assert after.draft_tokens - before.draft_tokens == ours.draft_tokens
-    assert after.accepted_tokens - before.accepted_tokens == ours.accepted_tokens > 0
-    theirs = [a - (before.accepted_per_position[i] if i < len(before.accepted_per_position) else 0)
-              for i, a in enumerate(after.accepted_per_position)]
-    assert theirs == list(ours.accepted_per_position) + [0] * (len(theirs) - len(ours.accepted_per_position))
+    assert_metrics_agree(PRESET, method("eagle3", PRESET, K), PROMPTS[:4], MAX_NEW_TOKENS)
 
 
 @pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
