@@ -105,6 +105,12 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
      ]),
     ("Peers: vLLM-CPU in the same run", "vLLM's rows are warm engines timed one request at a time, interleaved "
      "with the lab's; their speedups are over vLLM's own plain decoding ([vllm.md](vllm.md)).", [
+         Run("gemma-cpu-vllm-eagle3-chat", CHAT, "python -m core bench --preset gemma-270m --prompts chat --threads 2 "
+             "--max-new-tokens 64 --repeats 2 --null-arm --k 3 --drafters \"none,eagle3:auto,hybrid:auto,"
+             "eagle3:drafter_weights=assets/gemma-270m/eagle3-reference\" --compare-vllm --compare-llamacpp "
+             "--out docs/benchmarks/gemma-cpu-vllm-eagle3-chat",
+             "vLLM's eagle3 runs Gemma through the lab's plugin, with `eagle3-reference` exported (the lab's row with "
+             "the same weights is `eagle3:drafter_weights=…`); llama.cpp on the preset's Q4_K_M GGUF."),
          Run("gemma-cpu-vllm", BOOK, "python -m core bench --preset gemma-270m --drafters none,ngram,eagle3,hybrid "
              "--k 4 --threads 2 --repeats 2 --max-new-tokens 64 --compare-vllm --batch-sweep 1,2,4,8,16 "
              "--out docs/benchmarks/gemma-cpu-vllm",
