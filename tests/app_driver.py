@@ -15,7 +15,7 @@ PLOT_JS = """id => {
   const plain = v => (v === undefined || v === null) ? null : Array.from(v);
   return {title: (div.layout.title && div.layout.title.text) || '',
           data: div.data.map(t => ({name: t.name || '', x: plain(t.x), y: plain(t.y), text: plain(t.text),
-                                    color: t.marker ? t.marker.color : null}))};
+                                    base: plain(t.base), color: t.marker ? t.marker.color : null}))};
 }"""
 
 
