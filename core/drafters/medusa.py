@@ -247,7 +247,9 @@ class MedusaDrafter(Drafter):
         self.feature: torch.Tensor | None = None
         self.draft_vocab_only = draft_vocab_only
         self.context: ContextColumns | None = None  # the request's tokens outside the draft vocabulary
-        self.reading: list[tuple[list[int], list[float]]] | None = None  # per head: top tokens, probs (this step)
+        # what this step's heads scored (head logits, temperature, columns): read by ``anatomy`` when the step is
+        # recorded, so the drafting time does not include it
+        self.reading: tuple[torch.Tensor, float, Columns] | None = None
 
     def start(self, prompt_ids: list[int], capacity_tokens: int) -> None:
         self.feature = None
@@ -267,15 +269,17 @@ class MedusaDrafter(Drafter):
         columns = self.heads.columns if self.context is None else self.context.columns
         with self.counted_forward():
             head_logits = columns.proposable(self.heads(self.feature, self.context)).float()  # [K, columns]
-        self.reading = head_reading(head_logits, self.choices, ctx.temperature, columns)
+        self.reading = (head_logits, ctx.temperature, columns)
         return build_tree(self.choices, head_logits, ctx.max_depth, ctx.temperature, ctx.generator, columns)
 
     def anatomy(self, piece) -> AnatomyRecord | None:
         """Every head's top tokens at this step (the tree's nodes are cut from them), or None when it drafted nothing."""
         if self.reading is None:
             return None
+        head_logits, temperature, columns = self.reading
+        reading = head_reading(head_logits, self.choices, temperature, columns)
         heads = [HeadRecord(depth=i + 1, tokens=tokens, texts=[piece(t) for t in tokens],
-                            probs=[round(p, 6) for p in probs]) for i, (tokens, probs) in enumerate(self.reading)]
+                            probs=[round(p, 6) for p in probs]) for i, (tokens, probs) in enumerate(reading)]
         return AnatomyRecord(drafter=self.name, heads=heads)
 
 
