@@ -14,7 +14,8 @@ from core.drafters.eagle_net import FeatureDrafterConfig, FeatureDrafterNet, run
 from core.drafters.peagle import PEagleDrafter
 from core.engine.decoder import DecodeSettings, SpeculativeDecoder
 from core.runtime.kv_cache import PagedKVCache, SlotLayout
-from core.train.eagle import unroll
+from core.train.eagle import unroll, unrolled_loss
+from core.train.features import DrafterData
 
 MAX_NEW = 32
 SHAPES = {"k=5": dict(k=5), "k=8": dict(k=8), "tree 3x4 N=16": dict(tree="3x4", eagle_nodes=16)}
@@ -97,6 +98,32 @@ def test_training_unroll_equals_the_one_parallel_forward():
                               torch.cat([real, mask_embeddings]))
             for step in range(1, 6):
                 torch.testing.assert_close(out[t + step - 1], outputs[step - 1][0, t], atol=1e-5, rtol=1e-5)
+
+
+def test_depth_decay_weights_the_unroll_steps():
+    """``--depth-decay``: step j of the loss weighs decay**(j-1); decay 0 leaves depth 1 alone (the loss of a
+    one-step unroll), decay 1 is the plain mean, decay 0.5 the weighted mean of the steps' own losses."""
+    torch.manual_seed(0)
+    hidden, vocab, length = 32, 50, 10
+    config = FeatureDrafterConfig((1, 2), hidden, 64, 4, 2, 128, output_norm=True, parallel_tokens=4)
+    net = FeatureDrafterNet(config, torch.randn(vocab, hidden), torch.randn(vocab, hidden))
+    with torch.no_grad():
+        net.mask_features.normal_()
+    top_probs = torch.softmax(torch.randn(2, length, 4), -1)
+    data = DrafterData(torch.randint(0, vocab, (2, length)), torch.randn(2, length, 2, hidden).bfloat16(),
+                       torch.randint(0, vocab, (2, length, 4)), top_probs)
+    rows = torch.arange(2)
+
+    def loss(steps, decay):
+        with torch.no_grad():
+            return float(unrolled_loss(net, data, rows, steps, 0.0, None, torch.Generator().manual_seed(0), decay))
+
+    assert loss(5, 0.0) == pytest.approx(loss(1, 1.0))
+    # each step's own loss, from the means of shorter unrolls (the same anchors are drawn for the steps they share)
+    steps = [j * loss(j, 1.0) - (j - 1) * loss(j - 1, 1.0) if j > 1 else loss(1, 1.0) for j in range(1, 6)]
+    weights = [0.5 ** j for j in range(5)]
+    assert loss(5, 0.5) == pytest.approx(sum(w * s for w, s in zip(weights, steps)) / sum(weights), rel=1e-5)
+    assert loss(5, 0.5) != pytest.approx(loss(5, 1.0))
 
 
 def test_a_deeper_draft_than_the_placeholders_is_refused(target):

@@ -178,8 +178,10 @@ PARALLEL_SHARE = 0.5  # P-EAGLE: the share of anchors whose placeholder depths a
 
 def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor, steps: int,
                   feature_weight: float, vocab_index: torch.Tensor | None,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-    """Mean over unroll steps of the token loss (+ the feature loss for ``eagle``) on ``rows``.
+                  generator: torch.Generator | None = None, depth_decay: float = 1.0) -> torch.Tensor:
+    """Mean over unroll steps of the token loss (+ the feature loss for ``eagle``) on ``rows``,
+    step j weighted ``depth_decay ** (j - 1)`` (1: every depth alike; below 1 the shallow depths, which
+    every accepted deeper token needs first, count more -- Medusa's and HASS's decay).
 
     A P-EAGLE scores its placeholder depths (steps >= 2) on a random ``PARALLEL_SHARE`` of the anchors,
     drawn anew per depth (``generator``): the LM head over every anchor at every depth is most of a
@@ -202,7 +204,8 @@ def unrolled_loss(net: FeatureDrafterNet, data: DrafterData, rows: torch.Tensor,
         if feature_weight > 0:
             loss = loss + feature_weight * F.smooth_l1_loss(out[:, :valid], true_features[:, step:])
         losses.append(loss)
-    return torch.stack(losses).mean()
+    weights = depth_decay ** torch.arange(len(losses), dtype=torch.float32)
+    return (torch.stack(losses) * weights).sum() / weights.sum()
 
 
 def train_config(steps: int, batch: int, lr: float) -> TrainConfig:
@@ -212,14 +215,16 @@ def train_config(steps: int, batch: int, lr: float) -> TrainConfig:
 
 
 def train_net(net: FeatureDrafterNet, data: DrafterData, config: TrainConfig, steps: int, feature_weight: float,
-              generator: torch.Generator, name: str = "eagle", checkpoint: Path | None = None) -> float:
-    """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps; returns seconds.
+              generator: torch.Generator, name: str = "eagle", checkpoint: Path | None = None,
+              depth_decay: float = 1.0) -> float:
+    """Train in place for ``config.steps`` optimiser steps with ``steps`` unroll steps (weighted by
+    ``depth_decay``, see :func:`unrolled_loss`); returns seconds.
     ``checkpoint``: resume from / save progress to this file (see :func:`core.train.loop.train`)."""
     vocab_index = draft_rows(net.draft_vocab, net.vocab_size)
 
     def loss_of(step: int) -> torch.Tensor:
         rows = torch.randint(len(data), (config.batch_size,), generator=generator)
-        return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index, generator)
+        return unrolled_loss(net, data, rows, steps, feature_weight, vocab_index, generator, depth_decay)
 
     return train(net, loss_of, config, name, checkpoint, generator)
 
@@ -286,6 +291,9 @@ def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
                                          "(default: eagle the last; eagle3 low,middle,last)")
     parser.add_argument("--feature-weight", type=float, default=recipe.feature_weight,
                         help=f"weight of the feature regression loss (default {recipe.feature_weight:g})")
+    parser.add_argument("--depth-decay", type=float, default=1.0,
+                        help="weight unroll step j by DECAY**(j-1) (default 1: every depth alike; e.g. 0.5 puts "
+                             "depth 1 first)")
     parser.add_argument("--intermediate-size", type=int, help="MLP width of the drafter layer (default: the target's)")
     parser.add_argument("--draft-vocab", default="auto",
                         help="LM head rows the drafter keeps: all, N (the N tokens the target chooses most), or auto "
@@ -323,7 +331,8 @@ def run(args: argparse.Namespace) -> int:
           f"draft vocabulary {net.config.draft_vocab_size or 'all'}, TTT steps {args.ttt_steps}", file=sys.stderr)
     checkpoint = lab_cache("train", f"{kind}-{run_digest(args, target)}.ckpt")  # the same command resumes
     seconds = train_net(net, setup.train, train_config(args.steps, args.batch, args.lr), args.ttt_steps,
-                        args.feature_weight, generator, name=kind, checkpoint=checkpoint)
+                        args.feature_weight, generator, name=kind, checkpoint=checkpoint,
+                        depth_decay=args.depth_decay)
     chain = chain_accuracy(net, setup.heldout, DataSettings.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}, "
           f"conditional {chain['conditional']}", file=sys.stderr)

@@ -124,11 +124,12 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{args.draft_vocab}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
     config = eagle.train_config(steps, args.batch, args.lr)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, checkpoint)
+    depth_decay = getattr(args, "depth_decay", 1.0)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, checkpoint, depth_decay)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
-               "batch": args.batch, "lr": args.lr, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
+               "batch": args.batch, "lr": args.lr, "depth_decay": depth_decay, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
                "seed": args.seed, "init": None if args.init is None else home_relative(init_folder(args.init, kind))}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}

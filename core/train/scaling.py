@@ -44,6 +44,8 @@ def run_key(kind: str, fraction: float, args) -> str:
         key += f"-lr{args.lr:g}"
     if args.draft_vocab != str(DRAFT_VOCAB):
         key += f"-vocab{args.draft_vocab}"
+    if args.depth_decay != 1:
+        key += f"-decay{args.depth_decay:g}"
     if args.init is not None:
         weights = (init_folder(args.init, kind) / "model.safetensors").read_bytes()
         key += f"-from{hashlib.sha256(weights).hexdigest()[:8]}"
@@ -75,7 +77,8 @@ def measure(kind: str, fraction: float, target, data, heldout_data, args) -> dic
     share = data if fraction == 1 else subset(data, fraction, args.seed)
     trainer_args = argparse.Namespace(seed=args.seed, ttt_steps=args.ttt_steps, eagle3_steps=args.steps,
                                       eagle_steps=args.steps, batch=args.batch, lr=args.lr, data=args.data,
-                                      data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init)
+                                      data_fraction=fraction, draft_vocab=args.draft_vocab, init=args.init,
+                                      depth_decay=args.depth_decay)
     seconds = train_eagle(kind, target, share, heldout_data, out, trainer_args, checkpoint=cache / f"{key}.ckpt")
     drafter = eagle.DRAFTERS[kind]
     numbers = heldout.evaluate(target, lambda: drafter(DraftShape(1, DEPTH), target, str(out / kind), **AS_TRAINED),
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init", type=Path,
                         help="start each drafter from the weights in this folder (e.g. assets/gemma-270m)")
     parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3's training-time test unroll steps")
+    parser.add_argument("--depth-decay", type=float, default=1.0,
+                        help="weight unroll step j by DECAY**(j-1) (default 1: every depth alike)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ship", type=Path, help="write the fraction-1 runs' weights here (e.g. assets/gemma-270m)")
