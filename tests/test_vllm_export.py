@@ -140,6 +140,87 @@ def test_the_oracle_asks_the_lab_to_draft_as_vllm_does(exported):
     the lab asks for the same, not for fp16 products or context columns."""
     from core.vllm.oracle import Method
 
-    request = Method("eagle3", k=3, eagle3_checkpoint=str(exported)).request("我爱中国", "tiny", 8)
+    request = Method("eagle3", k=3, checkpoint=str(exported)).request("我爱中国", "tiny", 8)
     assert request.options.draft_precision == "float32" and request.options.draft_vocab_only is True
     assert not request.options.half_products
+
+
+# ---- P-EAGLE: vLLM's EAGLE-3 with parallel drafting -------------------------------------------------------
+PARALLEL_SOURCE = ROOT / "assets" / "tiny" / "peagle-reference"
+
+
+@pytest.fixture(scope="module")
+def exported_peagle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vllm") / "tiny-peagle"
+    assert main(["export", "--drafter", "peagle", "--preset", "tiny", "--format", "vllm", str(out)]) == 0
+    return out
+
+
+def test_a_peagle_exports_with_vllms_parallel_drafting_fields(exported_peagle):
+    tensors = load_file(str(exported_peagle / "model.safetensors"))
+    config = json.loads((exported_peagle / "config.json").read_text())
+    assert set(tensors) == MIDLAYER | {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d", "mask_hidden"}
+    assert tensors["mask_hidden"].shape == (3 * config["target_hidden_size"],)
+    assert config["ptd_token_id"] == 3  # tiny's padding token
+    card = (exported_peagle / "README.md").read_text()
+    assert card.startswith("# P-EAGLE") and '"parallel_drafting": true' in card
+
+
+def test_the_exported_peagle_proposes_what_the_trained_one_does(exported_peagle):
+    for prompt in load_prompts()[:3]:
+        for shape in (dict(k=5), dict(tree="3x3", eagle_nodes=8)):
+            runs = [generate(prompt, preset="tiny", drafter="peagle", max_new_tokens=24, drafter_weights=str(w),
+                             **shape) for w in (PARALLEL_SOURCE, exported_peagle)]
+            trained, reloaded = ([(n.token, n.parent, n.draft_prob) for step in r.steps for n in step.nodes]
+                                 for r in runs)
+            assert trained == reloaded and len(trained) > 10
+            assert runs[0].tokens == runs[1].tokens
+            assert runs[1].draft_forwards == sum(1 for step in runs[1].steps if step.nodes)  # one forward a step
+
+
+def test_vllms_masked_slots_give_the_lab_peagles_logits(exported_peagle, tiny):
+    """vLLM's parallel drafting appends k-1 slots reading fc(mask_hidden) and the embedding of ptd_token_id after
+    the real pairs, in the same causal forward: written out with vllm_logits, the lab's one drafting forward."""
+    from core.drafters.base import DraftShape
+    from core.drafters.peagle import PEagleDrafter
+
+    target, _ = tiny
+    w = load_file(str(exported_peagle / "model.safetensors"))
+    config = json.loads((exported_peagle / "config.json").read_text())
+    drafter = PEagleDrafter(DraftShape(1, 4), target, weights=str(PARALLEL_SOURCE), half_products=False)
+    net, slots = drafter.net, 3
+    ids = target.tokenizer("It is a truth universally acknowledged", return_tensors="pt").input_ids
+    with torch.no_grad():
+        hidden = target.model(ids, output_hidden_states=True).hidden_states
+        layers = config["eagle_aux_hidden_state_layer_ids"]
+        tokens = ids[0, 1:]
+        n = len(tokens)
+        fused = torch.cat([hidden[i][0] for i in layers], dim=-1)[:n] @ w["fc.weight"].T
+        masked = (w["mask_hidden"] @ w["fc.weight"].T).expand(slots, -1)
+        embed = target.model.get_input_embeddings().weight
+        expected = vllm_logits(w, config, torch.cat([embed[tokens], embed[config["ptd_token_id"]].expand(slots, -1)]),
+                               torch.cat([fused, masked]))[n - 1:]
+        features, embedded = net.placeholders(net.fuse_target([hidden[i][0, n - 1] for i in layers]), slots)
+        real = net.fuse_target([hidden[i][0, :n] for i in layers])
+        everything = torch.cat([real, features])[None]
+        positions = torch.arange(n + slots)[None]
+        mask = torch.full((n + slots, n + slots), float("-inf")).triu(1)[None, None]
+        out = net(everything, None, positions, mask, None,
+                  embedded=torch.cat([embed[tokens], embedded])[None])[0, n - 1:]
+        got = net.target_logits(out)
+    finite = torch.isfinite(expected)
+    assert torch.equal(finite, torch.isfinite(got))
+    assert torch.allclose(got[finite], expected[finite], atol=1e-4)
+    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+
+
+def test_a_peagle_with_a_placeholder_per_depth_is_refused_with_the_way_out(tmp_path, capsys):
+    code = main(["export", "--drafter", "peagle", "--preset", "tiny", "--drafter-weights",
+                 str(ROOT / "assets" / "tiny" / "peagle"), str(tmp_path / "out")])
+    assert code == 2 and "--placeholders shared" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_parallel_checkpoint_is_not_taken_for_an_eagle3(exported_peagle):
+    with pytest.raises(UserError, match="peagle checkpoint, not eagle3"):
+        generate("我爱中国", preset="tiny", drafter="eagle3", max_new_tokens=4, drafter_weights=str(exported_peagle))

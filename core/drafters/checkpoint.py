@@ -16,6 +16,11 @@ Weights (lab name -> checkpoint name; docs/export.md says where vLLM reads each)
     norm.weight                    -> norm.weight
     target LM head rows draft_vocab -> lm_head.weight               [draft_vocab_size, H]
     draft_vocab                    -> d2t (target id - draft id), t2d (bool over the target vocabulary)
+    mask_hidden (peagle, shared)   -> mask_hidden                   [3 * H_target]; config.json ptd_token_id
+
+A P-EAGLE (``peagle``) exports when its placeholders are vLLM's (``placeholders`` "shared": one learned
+``mask_hidden`` before the fusion and the embedding of ``ptd_token_id``); vLLM runs it with
+``"parallel_drafting": true`` in its speculative config (``speculative_config``).
 
 The token embedding is not written: vLLM then shares the target's, which is what the lab's
 drafter reads too. ``read_checkpoint`` turns such a folder back into the lab's weights, so
@@ -34,13 +39,24 @@ from safetensors.torch import load_file, save_file
 
 from core.common.errors import UserError, one_line
 from core.common.files import write_atomic, write_text_atomic
-from core.common.limits import MAX_CONTEXT, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
+from core.common.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
 from core.models.loading import fields_error, read_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 ARCHITECTURES = (ARCHITECTURE, "Eagle3LlamaForCausalLM")
 LAB_FIELD = "speculative_decoding_lab"  # our own record in config.json; vLLM ignores it
-RENAMES = (("fuse.", "fc."), ("layer.", "midlayer."), ("norm.", "norm."))
+RENAMES = (("fuse.", "fc."), ("layer.", "midlayer."), ("norm.", "norm."), ("mask_hidden", "mask_hidden"))
+KINDS = ("eagle3", "peagle")  # what exports: EAGLE-3, and P-EAGLE with vLLM's placeholders
+
+
+def speculative_config(folder: str | Path, k: int) -> dict:
+    """vLLM's ``--speculative-config`` for the checkpoint in ``folder``: EAGLE-3, drafting in parallel
+    when the checkpoint carries a ``mask_hidden`` (a P-EAGLE)."""
+    spec = {"method": "eagle3", "model": str(folder), "num_speculative_tokens": k}
+    config = read_json(Path(folder) / "config.json", "drafter config")
+    if "ptd_token_id" in config:
+        spec["parallel_drafting"] = True
+    return spec
 
 
 def is_checkpoint(folder: str | Path) -> bool:
@@ -66,6 +82,11 @@ def checkpoint_config(lab: dict, target_config, vocab_size: int) -> dict:
     """config.json for vLLM from the lab's drafter config and the target's (transformers) config."""
     net = lab["net"]
     layers = list(net["target_layers"])
+    if net.get("parallel_tokens") and (net.get("placeholders") != "shared" or net.get("layout") != "reference"):
+        raise UserError("this P-EAGLE is in the lab's own layout (a placeholder per depth, the lab's layer), which vLLM's "
+                        "parallel drafting cannot run; train one in vLLM's: python -m core train peagle --layout reference "
+                        "--placeholders shared --layers 1,2,3 --init <an eagle3-reference folder> --out <folder> "
+                        "(docs/export.md)")
     if net.get("layout") != "reference" or not net.get("output_norm"):
         raise UserError("this drafter uses the lab's own EAGLE-3 layout, which vLLM's layer cannot run; train one "
                         "in EAGLE-3's reference layout: python -m core train eagle3 --layout reference "
@@ -74,6 +95,7 @@ def checkpoint_config(lab: dict, target_config, vocab_size: int) -> dict:
         raise UserError(f"vLLM fuses exactly 3 target layers, captured before layers 1..{target_config.num_hidden_layers - 1}"
                         f" (eagle_aux_hidden_state_layer_ids); this drafter reads hidden_states {layers}")
     hidden = net["hidden_size"]
+    parallel = {"ptd_token_id": net["ptd_token_id"]} if net.get("parallel_tokens") else {}
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "llama",
@@ -100,6 +122,7 @@ def checkpoint_config(lab: dict, target_config, vocab_size: int) -> dict:
         "bos_token_id": target_config.bos_token_id,
         "eos_token_id": target_config.eos_token_id,
         "torch_dtype": "float32",
+        **parallel,
         LAB_FIELD: {"kind": lab["kind"], "target": lab["target"], "net": net},
     }
 
@@ -182,6 +205,7 @@ class CheckpointFields(BaseModel):
     draft_vocab_size: Annotated[int, Field(ge=1, le=MAX_TOKEN_ID)] | None = None
     eagle_aux_hidden_state_layer_ids: Annotated[list[Annotated[int, Field(ge=0, le=MAX_LAYERS)]],
                                                 Field(min_length=1, max_length=8)]
+    ptd_token_id: Annotated[int, Field(ge=0, le=MAX_TOKEN_ID)] | None = None
 
 
 def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -216,6 +240,15 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
         raise UserError(f"{folder} ships its own embed_tokens; the lab's drafter borrows the target's embedding")
     back = [(new, old) for old, new in RENAMES]
     state = {_rename(k, back): v for k, v in tensors.items() if k not in ("lm_head.weight", "d2t", "t2d")}
+    mask = state.get("mask_hidden")
+    layers = list(config["eagle_aux_hidden_state_layer_ids"])
+    if (mask is None) != (fields.ptd_token_id is None):
+        raise UserError(f"{folder}: a parallel drafter needs both mask_hidden (weights) and ptd_token_id (config.json)")
+    if mask is not None and (mask.numel() != len(layers) * fields.hidden_size or fields.ptd_token_id >= vocab):
+        raise UserError(f"{folder}: mask_hidden must hold {len(layers) * fields.hidden_size} numbers and ptd_token_id "
+                        f"be a token below {vocab}")
+    if mask is not None:
+        state["mask_hidden"] = mask.reshape(-1)
     full = len(lm_head) == vocab and (d2t is None or not d2t.any())
     if not full:
         state["draft_vocab"] = draft_vocab
@@ -229,4 +262,6 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
         "rms_norm_eps": config["rms_norm_eps"], "output_norm": True,
         "draft_vocab_size": None if full else len(draft_vocab), "layout": "reference",
     }
-    return {"kind": "eagle3", "net": net, "target": lab.get("target"), "vllm_checkpoint": str(folder)}, state
+    if mask is not None:  # vLLM drafts as many tokens in parallel as it is asked for
+        net.update(parallel_tokens=MAX_DEPTH - 1, placeholders="shared", ptd_token_id=fields.ptd_token_id)
+    return {"kind": "eagle3" if mask is None else "peagle", "net": net, "target": lab.get("target"), "vllm_checkpoint": str(folder)}, state

@@ -14,10 +14,12 @@ space::
 ``layout`` "reference" (eagle3 only) replaces ``combine`` + the Llama layer by EAGLE-3's reference
 layer (``eagle3_layer``), the one vLLM and SGLang load: what ``python -m core export`` writes.
 
-``peagle`` (P-EAGLE) is EAGLE-3 drafting in parallel: ``parallel_tokens`` placeholder pairs (the
-newest true feature shifted by a learned offset, and a learned token embedding, per depth) follow
-the real pairs in the same forward, so the outputs at the last real pair and at each placeholder guess every token of a
-step at once (``core.drafters.peagle``).
+``peagle`` (P-EAGLE) is EAGLE-3 drafting in parallel: ``parallel_tokens`` placeholder pairs follow
+the real pairs in the same forward, so the outputs at the last real pair and at each placeholder guess
+every token of a step at once (``core.drafters.peagle``). ``placeholders`` "depth" (the lab's): the
+newest true feature shifted by a learned offset, and a learned token embedding, per depth; "shared"
+(vLLM's ``parallel_drafting``): one learned ``mask_hidden`` in the space of the target layers read,
+fused like them, and the embedding of the vocabulary token ``ptd_token_id``, the same at every depth.
 
 ``eagle`` reads one target layer (the last, after the final norm) and learns to predict the
 next feature. ``eagle3`` fuses low, middle and high layers (``fuse``: 3H -> H) and is trained
@@ -44,6 +46,7 @@ from core.runtime.kv_cache import RequestKV
 from core.runtime.tree import attention_mask, position_ids
 
 LAYOUTS = ("lab", "reference")
+PLACEHOLDERS = ("depth", "shared")
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ class FeatureDrafterConfig:
     output_norm: bool = False  # eagle3: a norm of its own before the LM head
     draft_vocab_size: int | None = None  # None: the target's whole vocabulary
     layout: str = "lab"  # "reference": EAGLE-3's reference layer (vLLM's llama_eagle3), see eagle3_layer
-    parallel_tokens: int = 0  # peagle: learned placeholder pairs, one per depth after the first
+    parallel_tokens: int = 0  # peagle: placeholder pairs, one per depth after the first
+    placeholders: str = "depth"  # peagle: "depth" (learned per depth) or "shared" (vLLM's mask_hidden + ptd_token_id)
+    ptd_token_id: int = 0  # peagle, "shared": the token whose embedding every placeholder reads
 
     def llama_config(self) -> LlamaConfig:
         config = LlamaConfig(
@@ -88,7 +93,11 @@ class FeatureDrafterNet(nn.Module):
         self.fuse = nn.Linear(n_layers * hidden, hidden, bias=False) if n_layers > 1 else None
         if config.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}")
-        if config.parallel_tokens:  # P-EAGLE's placeholders: what a position not drafted yet reads
+        if config.placeholders not in PLACEHOLDERS:
+            raise ValueError(f"placeholders must be one of {PLACEHOLDERS}")
+        if config.parallel_tokens and config.placeholders == "shared":  # vLLM's: before the fusion, like the target's
+            self.mask_hidden = nn.Parameter(torch.zeros(n_layers * hidden))
+        elif config.parallel_tokens:  # P-EAGLE's placeholders: what a position not drafted yet reads
             self.mask_features = nn.Parameter(torch.zeros(config.parallel_tokens, hidden))  # offsets, see placeholders
             self.mask_embeddings = nn.Parameter(torch.randn(config.parallel_tokens, hidden))
         if config.layout == "reference":
@@ -126,9 +135,15 @@ class FeatureDrafterNet(nn.Module):
         (the fused feature of the last position with a true target feature, [..., H]): (features
         [..., depths, H], token embeddings [depths, H]). A placeholder's feature is the anchor's shifted by a
         learned offset per depth (zero at the start: the newest true feature, as Medusa's heads read it);
-        its token embedding is learned per depth."""
+        its token embedding is learned per depth. ``placeholders`` "shared" (vLLM's): every depth reads the
+        fused ``mask_hidden`` and the embedding of ``ptd_token_id``, whatever the anchor."""
         if depths > self.config.parallel_tokens:
             raise ValueError(f"this drafter drafts at most {self.config.parallel_tokens + 1} tokens in parallel")
+        if self.config.placeholders == "shared":
+            feature = self.fuse(self.mask_hidden) if self.fuse is not None else self.mask_hidden
+            embedding = self.embed_weight[self.config.ptd_token_id]
+            return (feature.expand(*anchor.shape[:-1], depths, feature.shape[-1]),
+                    embedding.expand(depths, embedding.shape[-1]))
         return anchor[..., None, :] + self.mask_features[:depths], self.mask_embeddings[:depths]
 
     def forward(self, features: torch.Tensor, tokens: torch.Tensor | None, positions: torch.Tensor,

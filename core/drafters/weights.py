@@ -92,6 +92,8 @@ class NetFields(BaseModel):
     draft_vocab_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKEN_ID)] | None = None
     layout: Literal["lab", "reference"] = "lab"
     parallel_tokens: Annotated[int, Field(strict=True, ge=0, lt=MAX_DEPTH)] = 0
+    placeholders: Literal["depth", "shared"] = "depth"
+    ptd_token_id: Annotated[int, Field(strict=True, ge=0, lt=MAX_TOKEN_ID)] = 0
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "NetFields":
@@ -101,8 +103,10 @@ class NetFields(BaseModel):
 
     def parameters(self) -> int:
         hidden, kv = self.hidden_size, self.hidden_size // self.num_attention_heads * self.num_key_value_heads
+        placeholders = (len(self.target_layers) * hidden if self.placeholders == "shared"
+                        else 2 * self.parallel_tokens * hidden) if self.parallel_tokens else 0
         return (3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv + 3 * hidden * self.intermediate_size
-                + 2 * self.parallel_tokens * hidden)
+                + placeholders)
 
 
 class HeadsFields(BaseModel):
@@ -139,8 +143,8 @@ def load_folder(folder: str | Path, kind: str, target_model) -> tuple[dict, dict
     folder = Path(folder)
     if folder.is_dir():
         check_symlinks(folder)
-    if kind == "eagle3" and checkpoint.is_checkpoint(folder):  # exported for vLLM (python -m core export)
-        config, state = _checked_vllm(folder, target_model)
+    if kind in checkpoint.KINDS and checkpoint.is_checkpoint(folder):  # exported for vLLM (python -m core export)
+        config, state = _checked_vllm(folder, kind, target_model)
     else:
         config, state = _checked_lab(folder, kind, target_model)
     _check_against_target(folder, kind, config, state, target_model)
@@ -182,6 +186,8 @@ def _check_against_target(folder: Path, kind: str, config: dict, state: dict, ta
     if kind != "medusa" and not all(i <= text.num_hidden_layers for i in part.target_layers):
         raise UserError(f"{folder}: target_layers must be hidden-state ids from 0 to {text.num_hidden_layers} "
                         "(the target's layers)")
+    if kind != "medusa" and part.ptd_token_id >= vocab:
+        raise UserError(f"{folder}: ptd_token_id {part.ptd_token_id} is not a token of the target's vocabulary of {vocab}")
     if part.draft_vocab_size is not None and part.draft_vocab_size > vocab:
         raise UserError(f"{folder}: draft_vocab_size is larger than the target's vocabulary of {vocab}")
     draft_vocab = state.get("draft_vocab")
@@ -217,13 +223,17 @@ def load_checked(module: torch.nn.Module, state: dict[str, torch.Tensor], folder
     module.load_state_dict(state)
 
 
-def _checked_vllm(folder: Path, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
-    """An EAGLE-3 checkpoint in vLLM's layout, read back (``core.drafters.checkpoint``); its LM head must be
-    the target's, and a lab export also names the target it was trained for."""
+def _checked_vllm(folder: Path, kind: str, target_model) -> tuple[dict, dict[str, torch.Tensor]]:
+    """An EAGLE-3 (or parallel-drafting P-EAGLE) checkpoint in vLLM's layout, read back
+    (``core.drafters.checkpoint``); its LM head must be the target's, and a lab export also names the
+    target it was trained for."""
     config, state = checkpoint.read_checkpoint(folder, target_model.get_output_embeddings().weight.detach())
+    if config["kind"] != kind:
+        raise UserError(f"{folder} holds a vLLM {config['kind']} checkpoint, not {kind} "
+                        f"({'it has' if config['kind'] == 'peagle' else 'no'} mask_hidden for parallel drafting)")
     expected = target_fingerprint(target_model)
     if config["target"] not in (None, expected):
-        raise UserError(f"the eagle3 checkpoint in {folder} was exported for another target "
+        raise UserError(f"the {kind} checkpoint in {folder} was exported for another target "
                         f"({config['target']} != {expected})")
     return {**config, "target": expected}, state
 

@@ -45,7 +45,7 @@ from transformers.cache_utils import DynamicCache
 from core.drafters.base import DraftShape
 from core.drafters.eagle import Eagle3Drafter, EagleDrafter
 from core.drafters.peagle import PEagleDrafter
-from core.drafters.eagle_net import LAYOUTS, FeatureDrafterConfig, FeatureDrafterNet
+from core.drafters.eagle_net import LAYOUTS, PLACEHOLDERS, FeatureDrafterConfig, FeatureDrafterNet
 from core.drafters.vocab import draft_rows
 from core.drafters.weights import load_folder, save_folder
 from core.common.errors import UserError
@@ -95,9 +95,12 @@ def rope_theta(config) -> float:
 
 
 def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size: int | None = None,
-            draft_vocab: torch.Tensor | None = None, layout: str = "lab") -> FeatureDrafterNet:
-    """A fresh drafter for ``target_model``: one decoder layer shaped like the target's."""
+            draft_vocab: torch.Tensor | None = None, layout: str = "lab", placeholders: str = "depth") -> FeatureDrafterNet:
+    """A fresh drafter for ``target_model``: one decoder layer shaped like the target's. A P-EAGLE with
+    ``placeholders`` "shared" reads the embedding of the target's padding token (or token 0) at every
+    placeholder, as vLLM's ``ptd_token_id``."""
     config = target_model.config.get_text_config()
+    pad = getattr(config, "pad_token_id", None)
     net_config = FeatureDrafterConfig(
         target_layers=tuple(layers), hidden_size=config.hidden_size,
         intermediate_size=intermediate_size or config.intermediate_size,
@@ -105,14 +108,15 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
         max_position_embeddings=config.max_position_embeddings,
         rope_theta=rope_theta(config), rms_norm_eps=config.rms_norm_eps,
         output_norm=DRAFTERS[kind].recipe.output_norm, draft_vocab_size=None if draft_vocab is None else len(draft_vocab),
-        layout=layout, parallel_tokens=DRAFTERS[kind].recipe.parallel_tokens,
+        layout=layout, parallel_tokens=DRAFTERS[kind].recipe.parallel_tokens, placeholders=placeholders,
+        ptd_token_id=pad if isinstance(pad, int) and pad >= 0 else 0,
     )
     embed = target_model.get_input_embeddings().weight
     head = target_model.get_output_embeddings().weight
     return FeatureDrafterNet(net_config, embed, head, draft_vocab)
 
 
-NEW_IN_PEAGLE = {"mask_features", "mask_embeddings"}  # what a P-EAGLE adds to the EAGLE-3 it may start from
+NEW_IN_PEAGLE = {"mask_features", "mask_embeddings", "mask_hidden"}  # what a P-EAGLE adds to the EAGLE-3 it may start from
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
@@ -308,6 +312,11 @@ def add_arguments(parser: argparse.ArgumentParser, kind: str = "eagle") -> None:
         parser.add_argument("--layout", choices=LAYOUTS, default="lab",
                             help="lab (default) or reference: EAGLE-3's reference layer, the one vLLM loads "
                                  "(python -m core export; use --layers below the last, e.g. 1,2,3)")
+    if recipe.parallel_tokens:
+        parser.add_argument("--placeholders", choices=PLACEHOLDERS, default="depth",
+                            help="depth (default): a learned offset and token embedding per depth; shared: vLLM's "
+                                 "parallel drafting, one learned mask_hidden and the padding token's embedding "
+                                 "(with --layout reference, what python -m core export --drafter peagle writes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -324,7 +333,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--layers must be hidden_states indices between 1 and {num_layers} (got {args.layers})")
     generator = seeded(args.seed)
     draft_vocab = draft_vocabulary(setup.train, args.draft_vocab, target.vocab_size)
-    net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab, getattr(args, "layout", "lab"))
+    net = new_net(target.model, kind, layers, args.intermediate_size, draft_vocab, getattr(args, "layout", "lab"),
+                  getattr(args, "placeholders", "depth"))
     if args.init is not None:
         start_from(net, args.init, target)
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, "

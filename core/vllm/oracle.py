@@ -2,8 +2,9 @@
 (``core.vllm.schedule``), compared token for token and counter for counter.
 
 A method is named once and mapped to both engines (``Method``): ``none``, ``eagle3`` (the lab's
-exportable EAGLE-3 written in vLLM's checkpoint layout), ``draft`` (vLLM's ``draft_model``) and
-``ngram`` (vLLM's prompt lookup; the lab's ``ngram`` drafter with vLLM's lookup rule).
+exportable EAGLE-3 written in vLLM's checkpoint layout), ``peagle`` (the lab's exportable P-EAGLE,
+vLLM's EAGLE-3 with ``parallel_drafting``), ``draft`` (vLLM's ``draft_model``) and ``ngram`` (vLLM's
+prompt lookup; the lab's ``ngram`` drafter with vLLM's lookup rule).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from core.api import encode_prompt
-from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, write_checkpoint
+from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, speculative_config, write_checkpoint
 from core.drafters.weights import load_folder
 from core.common.errors import UserError
 from core.common.limits import MAX_DEPTH
@@ -24,7 +25,8 @@ from core.vllm import env
 from core.vllm.client import SpecCounters, VllmRunner
 from core.vllm.schedule import decode
 
-METHODS = ("none", "eagle3", "draft", "ngram")
+METHODS = ("none", "eagle3", "peagle", "draft", "ngram")
+EXPORTED = ("eagle3", "peagle")  # the lab's learned drafters vLLM loads (``export_drafter``)
 NGRAM_MIN = 2  # vLLM's prompt_lookup_min for the ngram method (its documented examples use 2)
 
 
@@ -32,16 +34,16 @@ def exports_dir() -> Path:
     return env.venv_dir().parent / "exports"
 
 
-def export_eagle3(target_path: str, out: Path | None = None) -> Path:
-    """The target's exportable EAGLE-3 (``eagle3-reference`` next to it) in vLLM's checkpoint layout
-    (what ``python -m core export --drafter eagle3 --format vllm`` writes); rewritten every call."""
-    source = drafter_home(target_path) / "eagle3-reference"
-    out = out or exports_dir() / f"{Path(target_path).name}-{Path(target_path).parent.name}-eagle3"
+def export_drafter(target_path: str, kind: str = "eagle3", out: Path | None = None) -> Path:
+    """The target's exportable ``kind`` (``<kind>-reference`` next to it) in vLLM's checkpoint layout
+    (what ``python -m core export --drafter <kind> --format vllm`` writes); rewritten every call."""
+    source = drafter_home(target_path) / f"{kind}-reference"
+    out = out or exports_dir() / f"{Path(target_path).name}-{Path(target_path).parent.name}-{kind}"
     target = load_model(target_path, "cpu")
-    lab, state = load_folder(source, "eagle3", target.model)
+    lab, state = load_folder(source, kind, target.model)
     head = target.model.get_output_embeddings().weight.detach()
     config = checkpoint_config(lab, target.model.config.get_text_config(), head.shape[0])
-    write_checkpoint(out, config, checkpoint_weights(state, head), f"EAGLE-3 drafter exported from {source.name}\n")
+    write_checkpoint(out, config, checkpoint_weights(state, head), f"{kind} drafter exported from {source.name}\n")
     return out
 
 
@@ -52,7 +54,7 @@ class Method:
     name: str  # one of METHODS
     k: int = 3
     ngram_max: int = 4
-    eagle3_checkpoint: str | None = None  # the exported folder (``export_eagle3``)
+    checkpoint: str | None = None  # eagle3, peagle: the exported folder (``export_drafter``)
     draft_path: str | None = None  # the draft model's folder
 
     @property
@@ -62,8 +64,8 @@ class Method:
     def speculative_config(self) -> dict | None:
         if self.name == "none":
             return None
-        if self.name == "eagle3":
-            return {"method": "eagle3", "model": self.eagle3_checkpoint, "num_speculative_tokens": self.k}
+        if self.name in EXPORTED:
+            return speculative_config(self.checkpoint, self.k)
         if self.name == "draft":
             return {"method": "draft_model", "model": self.draft_path, "num_speculative_tokens": self.k}
         return {"method": "ngram", "num_speculative_tokens": self.k, "prompt_lookup_max": self.ngram_max,
@@ -72,9 +74,9 @@ class Method:
     def request(self, prompt: str, preset: str, max_new_tokens: int) -> DecodeRequest:
         """The lab's request for the same method."""
         options = {}
-        if self.name == "eagle3":
+        if self.name in EXPORTED:
             # vLLM drafts in float32, over the draft vocabulary alone
-            options.update(drafter_weights=self.eagle3_checkpoint, draft_precision="float32", draft_vocab_only=True)
+            options.update(drafter_weights=self.checkpoint, draft_precision="float32", draft_vocab_only=True)
         if self.name == "ngram":
             options.update(ngram_n=self.ngram_max, ngram_min=NGRAM_MIN, ngram_lookup="vllm")
         return DecodeRequest.of(prompt, preset, self.name, k=self.k, max_new_tokens=max_new_tokens,
@@ -88,10 +90,10 @@ def method(name: str, preset: str, k: int = 3) -> Method:
     if not 1 <= k <= MAX_DEPTH:
         raise UserError(f"--k must be between 1 and {MAX_DEPTH} (got {k})")
     p = resolve_preset(preset)
-    if name == "eagle3":
-        if not (drafter_home(p.target) / "eagle3-reference").is_dir():
-            raise UserError("this target has no exportable EAGLE-3 (eagle3-reference) to give vLLM")
-        return Method(name, k, eagle3_checkpoint=str(export_eagle3(p.target)))
+    if name in EXPORTED:
+        if not (drafter_home(p.target) / f"{name}-reference").is_dir():
+            raise UserError(f"this target has no exportable {name} ({name}-reference) to give vLLM")
+        return Method(name, k, checkpoint=str(export_drafter(p.target, name)))
     if name == "draft":
         if not p.draft:
             raise UserError(f"the preset {preset!r} has no draft model")
