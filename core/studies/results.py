@@ -36,6 +36,8 @@ def side_by_side(preset: str, prompts: str, drafters: str) -> str:
             f"--repeats 3 --null-arm --drafters {drafters}")
 
 
+PEAGLE_SIDE_BY_SIDE = ("none,eagle3:3,peagle:3,eagle3:5,peagle:5,eagle3:8,peagle:8,eagle3:auto,peagle:auto,"
+                       "hybrid:auto,hybrid-peagle:auto")
 SIDE_BY_SIDE_GEMMA = "none,eagle:auto,eagle:auto:drafter_weights=assets/gemma-270m/eagle-previous,eagle3:auto,hybrid:auto"
 EAGLE3_FULL = ("none,eagle3:auto,eagle3:auto:drafter_weights=assets/gemma-270m/eagle3-chat,hybrid:auto,"
                "hybrid:auto:drafter_weights=assets/gemma-270m/eagle3-chat")
@@ -92,11 +94,15 @@ CURRENT: list[tuple[str, str, list[Run]]] = [
              "--target-precision float32,int8 --out docs/benchmarks/tiny-cpu-int8-target",
              "tiny has no GGUF: no llama.cpp rows."),
      ]),
-    ("gemma-270m: P-EAGLE against EAGLE-3", "Chains of 3, 5 and 8 and the controller, each drafter alone and in "
+    ("P-EAGLE against EAGLE-3", "Chains of 3, 5 and 8 and the controller, each drafter alone and in "
      "hybrid; `draft ms/step` is in each run's bench.md ([drafters.md](drafters.md#peagle)).", [
          Run("gemma-cpu-peagle-chat", CHAT, f"{GEMMA_BENCH} --prompts chat --max-new-tokens 64 --repeats 3 "
-             "--null-arm --drafters none,eagle3:3,peagle:3,eagle3:5,peagle:5,eagle3:8,peagle:8,eagle3:auto,"
-             "peagle:auto,hybrid:auto,hybrid-peagle:auto --out docs/benchmarks/gemma-cpu-peagle-chat"),
+             f"--null-arm --drafters {PEAGLE_SIDE_BY_SIDE} --out docs/benchmarks/gemma-cpu-peagle-chat"),
+         Run("gemma-cpu-peagle-heldout", BOOK, f"{GEMMA_BENCH} --prompts heldout --max-new-tokens 64 --repeats 3 "
+             f"--null-arm --drafters {PEAGLE_SIDE_BY_SIDE} --out docs/benchmarks/gemma-cpu-peagle-heldout"),
+         Run("tiny-cpu-peagle-heldout", BOOK, "python -m core bench --preset tiny --prompts heldout --threads 2 "
+             f"--max-new-tokens 64 --repeats 3 --null-arm --drafters {PEAGLE_SIDE_BY_SIDE} "
+             "--out docs/benchmarks/tiny-cpu-peagle-heldout", "Right after the two Gemma runs, on the same idle cores."),
      ]),
     ("gemma-270m: against transformers", "Plain decoding through the engine against transformers' `generate()` "
      "and its prompt lookup, in the same process.", [
