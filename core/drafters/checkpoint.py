@@ -39,7 +39,8 @@ from safetensors.torch import load_file, save_file
 
 from core.common.errors import UserError, one_line
 from core.common.files import write_atomic, write_text_atomic
-from core.common.limits import MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER, MAX_TOKEN_ID
+from core.common.limits import (MAX_CONTEXT, MAX_DEPTH, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_SAFETENSORS_HEADER,
+                                MAX_TOKEN_ID)
 from core.models.loading import fields_error, read_json
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -83,10 +84,10 @@ def checkpoint_config(lab: dict, target_config, vocab_size: int) -> dict:
     net = lab["net"]
     layers = list(net["target_layers"])
     if net.get("parallel_tokens") and (net.get("placeholders") != "shared" or net.get("layout") != "reference"):
-        raise UserError("this P-EAGLE is in the lab's own layout (a placeholder per depth, the lab's layer), which vLLM's "
-                        "parallel drafting cannot run; train one in vLLM's: python -m core train peagle --layout reference "
-                        "--placeholders shared --layers 1,2,3 --init <an eagle3-reference folder> --out <folder> "
-                        "(docs/export.md)")
+        raise UserError("this P-EAGLE is in the lab's own layout (a placeholder per depth, the lab's layer), which "
+                        "vLLM's parallel drafting cannot run; train one in vLLM's: python -m core train peagle --layout "
+                        "reference --placeholders shared --layers 1,2,3 --init <an eagle3-reference folder> "
+                        "--out <folder> (docs/export.md)")
     if net.get("layout") != "reference" or not net.get("output_norm"):
         raise UserError("this drafter uses the lab's own EAGLE-3 layout, which vLLM's layer cannot run; train one "
                         "in EAGLE-3's reference layout: python -m core train eagle3 --layout reference "
@@ -264,4 +265,5 @@ def read_checkpoint(folder: str | Path, head_weight: torch.Tensor) -> tuple[dict
     }
     if mask is not None:  # vLLM drafts as many tokens in parallel as it is asked for
         net.update(parallel_tokens=MAX_DEPTH - 1, placeholders="shared", ptd_token_id=fields.ptd_token_id)
-    return {"kind": "eagle3" if mask is None else "peagle", "net": net, "target": lab.get("target"), "vllm_checkpoint": str(folder)}, state
+    kind = "eagle3" if mask is None else "peagle"
+    return {"kind": kind, "net": net, "target": lab.get("target"), "vllm_checkpoint": str(folder)}, state

@@ -105,8 +105,8 @@ class NetFields(BaseModel):
         hidden, kv = self.hidden_size, self.hidden_size // self.num_attention_heads * self.num_key_value_heads
         placeholders = (len(self.target_layers) * hidden if self.placeholders == "shared"
                         else 2 * self.parallel_tokens * hidden) if self.parallel_tokens else 0
-        return (3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv + 3 * hidden * self.intermediate_size
-                + placeholders)
+        return (3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv
+                + 3 * hidden * self.intermediate_size + placeholders)
 
 
 class HeadsFields(BaseModel):
@@ -187,7 +187,8 @@ def _check_against_target(folder: Path, kind: str, config: dict, state: dict, ta
         raise UserError(f"{folder}: target_layers must be hidden-state ids from 0 to {text.num_hidden_layers} "
                         "(the target's layers)")
     if kind != "medusa" and part.ptd_token_id >= vocab:
-        raise UserError(f"{folder}: ptd_token_id {part.ptd_token_id} is not a token of the target's vocabulary of {vocab}")
+        raise UserError(f"{folder}: ptd_token_id {part.ptd_token_id} is not a token of the target's vocabulary "
+                        f"of {vocab}")
     if part.draft_vocab_size is not None and part.draft_vocab_size > vocab:
         raise UserError(f"{folder}: draft_vocab_size is larger than the target's vocabulary of {vocab}")
     draft_vocab = state.get("draft_vocab")

@@ -95,7 +95,8 @@ def rope_theta(config) -> float:
 
 
 def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size: int | None = None,
-            draft_vocab: torch.Tensor | None = None, layout: str = "lab", placeholders: str = "depth") -> FeatureDrafterNet:
+            draft_vocab: torch.Tensor | None = None, layout: str = "lab",
+            placeholders: str = "depth") -> FeatureDrafterNet:
     """A fresh drafter for ``target_model``: one decoder layer shaped like the target's. A P-EAGLE with
     ``placeholders`` "shared" reads the embedding of the target's padding token (or token 0) at every
     placeholder, as vLLM's ``ptd_token_id``."""
@@ -116,7 +117,7 @@ def new_net(target_model, kind: str, layers: tuple[int, ...], intermediate_size:
     return FeatureDrafterNet(net_config, embed, head, draft_vocab)
 
 
-NEW_IN_PEAGLE = {"mask_features", "mask_embeddings", "mask_hidden"}  # what a P-EAGLE adds to the EAGLE-3 it may start from
+NEW_IN_PEAGLE = {"mask_features", "mask_embeddings", "mask_hidden"}  # what a P-EAGLE adds to the EAGLE-3 it starts from
 
 
 def start_from(net: torch.nn.Module, folder: Path, target) -> None:
