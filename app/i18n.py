@@ -767,6 +767,8 @@ TEXT: dict[str, tuple[str, str]] = {
                     "position {depth}, {e_deep:.2f} against {p_deep:.2f}: the time parallel drafting saves is paid "
                     "for in acceptance at depth. With the controller choosing the depth, the same run measured "
                     "{speedups}; the best on this CPU is {best}."),
+    "par.caption_book": ("同样的草稿器在书面风格的提示上：{speedups}；最好的是 {best}。",
+                         "On book-style prompts the same drafters measured {speedups}; the best there is {best}."),
     "class.ledger": ("到目前为止：**{tokens}** 个新 token 用了 **{forwards}** 次目标前向；目标模型单独生成要 "
                      "{tokens} 次，省下 **{saved}** 次。",
                      "So far: **{tokens}** new tokens took **{forwards}** target forwards; the target alone would "

@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from app.i18n import t
-from app.views.classroom.parallel import AUTO_ROWS, DEPTHS, parallel_caption, parallel_figure, parallel_result
+from app.views.classroom.parallel import (AUTO_ROWS, DEPTHS, book_result, parallel_caption, parallel_figure,
+                                          parallel_result)
 
 RESULT = parallel_result()
 pytestmark = pytest.mark.skipif(RESULT is None, reason="no shipped EAGLE-3 / P-EAGLE run")
@@ -42,3 +43,14 @@ def test_a_run_without_the_k5_chains_is_not_drawn_as_if_it_had_them():
     assert parallel_caption(partial, "en") == t("par.none", "en")
     assert parallel_caption(None, "zh") == t("par.none", "zh")
     assert parallel_figure(None, "en").data == ()
+
+
+@pytest.mark.skipif(book_result() is None, reason="no shipped book-style run")
+def test_the_book_style_runs_speedups_follow_in_the_caption():
+    book = book_result()
+    caption = parallel_caption(RESULT, "en", book)
+    assert caption.startswith(parallel_caption(RESULT, "en"))
+    tail = caption[len(parallel_caption(RESULT, "en")):]
+    assert "book-style" in tail
+    for name in AUTO_ROWS:
+        assert f"{name} {book['drafters'][name]['speedup']:.2f}×" in tail

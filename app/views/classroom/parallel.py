@@ -16,17 +16,33 @@ from ...figures.style import finish
 from ...i18n import t
 from ...palette import drafter_color
 
-PARALLEL_RESULT = (Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "gemma-cpu-peagle-chat"
-                   / "bench.json")
+BENCHMARKS = Path(__file__).resolve().parents[3] / "docs" / "benchmarks"
+PARALLEL_RESULT = BENCHMARKS / "gemma-cpu-peagle-chat" / "bench.json"  # chat-style prompts: the figure's
+BOOK_RESULT = BENCHMARKS / "gemma-cpu-peagle-heldout" / "bench.json"  # the same drafters on book-style prompts
 DRAFTERS = ("eagle3", "peagle")
 DEPTHS = (3, 5, 8)  # the fixed chains the run timed
 AUTO_ROWS = ("eagle3:auto", "peagle:auto", "hybrid:auto", "hybrid-peagle:auto")
 
 
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 @lru_cache(maxsize=1)
 def parallel_result() -> dict | None:
-    """The shipped EAGLE-3-against-P-EAGLE bench result, if there is one."""
-    return json.loads(PARALLEL_RESULT.read_text(encoding="utf-8")) if PARALLEL_RESULT.exists() else None
+    """The shipped EAGLE-3-against-P-EAGLE bench result on chat-style prompts, if there is one."""
+    return _read(PARALLEL_RESULT)
+
+
+@lru_cache(maxsize=1)
+def book_result() -> dict | None:
+    """The same comparison on book-style prompts, if it was run."""
+    return _read(BOOK_RESULT)
+
+
+def auto_speedups(result: dict) -> dict[str, float]:
+    """Speedup over ``none`` of each controller-driven row the run has (EAGLE-3, P-EAGLE, each in hybrid)."""
+    return {name: result["drafters"][name]["speedup"] for name in AUTO_ROWS if name in result["drafters"]}
 
 
 def draft_ms(result: dict) -> dict[str, dict[int, float]]:
@@ -63,17 +79,26 @@ def parallel_figure(result: dict | None, lang: str) -> go.Figure:
     return finish(fig, "", 400, below=True)
 
 
-def parallel_caption(result: dict | None, lang: str) -> str:
-    """How much cheaper one parallel forward drafts at k = 5, what it costs at depth, and the speedups."""
+def _listed(speedups: dict[str, float]) -> tuple[str, str]:
+    """("name 1.23×, ...", the fastest name)."""
+    return (", ".join(f"{name} {value:.2f}×" for name, value in speedups.items()),
+            max(speedups, key=speedups.get) if speedups else "–")
+
+
+def parallel_caption(result: dict | None, lang: str, book: dict | None = None) -> str:
+    """How much cheaper one parallel forward drafts at k = 5, what it costs at depth, and the speedups
+    (chat-style prompts; with ``book``, the same controller rows on book-style prompts after them)."""
     if result is None:
         return t("par.none", lang)
-    ms, rates, rows = draft_ms(result), acceptance(result), result["drafters"]
+    ms, rates = draft_ms(result), acceptance(result)
     if not all(5 in ms.get(name, {}) for name in DRAFTERS) or set(rates) != set(DRAFTERS):
         return t("par.none", lang)
-    speedups = {name: rows[name]["speedup"] for name in AUTO_ROWS if name in rows}
-    best = max(speedups, key=speedups.get) if speedups else "–"
+    speedups, best = _listed(auto_speedups(result))
     deep = min(4, len(rates["eagle3"]), len(rates["peagle"])) - 1
-    return t("par.caption", lang, hardware=result.get("hardware", "–"), e_ms=ms["eagle3"][5], p_ms=ms["peagle"][5],
-             share=ms["peagle"][5] / ms["eagle3"][5], e1=rates["eagle3"][0], p1=rates["peagle"][0], depth=deep + 1,
-             e_deep=rates["eagle3"][deep], p_deep=rates["peagle"][deep],
-             speedups=", ".join(f"{name} {value:.2f}×" for name, value in speedups.items()), best=best)
+    caption = t("par.caption", lang, hardware=result.get("hardware", "–"), e_ms=ms["eagle3"][5], p_ms=ms["peagle"][5],
+                share=ms["peagle"][5] / ms["eagle3"][5], e1=rates["eagle3"][0], p1=rates["peagle"][0], depth=deep + 1,
+                e_deep=rates["eagle3"][deep], p_deep=rates["peagle"][deep], speedups=speedups, best=best)
+    if book is not None and auto_speedups(book):
+        book_speedups, book_best = _listed(auto_speedups(book))
+        caption += " " + t("par.caption_book", lang, speedups=book_speedups, best=book_best)
+    return caption

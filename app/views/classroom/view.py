@@ -21,7 +21,7 @@ from ..panels import StepPanels, step_panels
 from . import prediction_view
 from .content import FRAMES, LIVE_PROMPT, drafting_sentence, frame_caption, frame_figure, lesson_text, live_note
 from .prediction import Predict
-from .parallel import parallel_caption, parallel_figure, parallel_result
+from .parallel import book_result, parallel_caption, parallel_figure, parallel_result
 from .quantization import quant_caption, quant_figure, quant_result
 from .state import ClassroomState
 
@@ -68,7 +68,8 @@ class ClassroomView(View):
             scene = {plot: quant_figure(quant_result(), lang), caption: quant_caption(quant_result(), lang)}
         if self.parallel:
             plot, caption = self.parallel
-            scene |= {plot: parallel_figure(parallel_result(), lang), caption: parallel_caption(parallel_result(), lang)}
+            scene |= {plot: parallel_figure(parallel_result(), lang),
+                      caption: parallel_caption(parallel_result(), lang, book_result())}
         return {**self.render_frame(session, lang), **self.render_live(session, lang), self.lesson: lesson_text(lang),
                 **(self.predict.render(session, lang) if self.predict else {}), **scene}
 
@@ -125,7 +126,8 @@ def build(page: Page) -> ClassroomView:
              gr.Markdown(quant_caption(quant_result(), labels.lang), elem_id="lesson-quant-caption"))
     labels.make(gr.Markdown, text="class.parallel", elem_id="lesson-parallel")
     parallel = (gr.Plot(parallel_figure(parallel_result(), labels.lang), show_label=False, elem_id="lesson-parallel-plot"),
-                gr.Markdown(parallel_caption(parallel_result(), labels.lang), elem_id="lesson-parallel-caption"))
+                gr.Markdown(parallel_caption(parallel_result(), labels.lang, book_result()),
+                            elem_id="lesson-parallel-caption"))
     labels.make(gr.Markdown, text="class.part3", elem_id="lesson-part3")
     lesson = gr.Markdown(lesson_text(labels.lang), elem_id="lesson-notes")
     view = ClassroomView(frame_label, caption, figure, panels, ledger, lesson, predict, quant, parallel)
