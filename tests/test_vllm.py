@@ -7,7 +7,7 @@ k = 1..5, the exported tiny P-EAGLE (vLLM's parallel drafting) at k = 2, 3, 5, t
 (the lab's drafter with vLLM's lookup rule) and plain decoding.
 The lab's ``/metrics`` and vLLM's, scraped after the same requests, read the same.
 
-    SDLAB_VLLM=1 python -m pytest -q tests/test_vllm.py       # about 6 minutes on 2 cores (11 tests)
+    SDLAB_VLLM=1 python -m pytest -q tests/test_vllm.py       # about 8.5 minutes on 2 cores (14 tests)
     SDLAB_VLLM=1 SDLAB_VLLM_PROMPTS=4 python -m pytest ...    # the first 4 prompts only
 """
 from __future__ import annotations

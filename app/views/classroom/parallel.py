@@ -72,7 +72,8 @@ def parallel_figure(result: dict | None, lang: str) -> go.Figure:
         fig.add_trace(go.Scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", name=name,
                                  line={"color": drafter_color(name), "width": 3 if name == "peagle" else 2},
                                  legendgroup=name, showlegend=False), 1, 2)
-    fig.update_yaxes(title=t("par.axis_draft", lang), rangemode="tozero", row=1, col=1)
+    tallest = max((v for by_k in draft_ms(result).values() for v in by_k.values()), default=1.0)
+    fig.update_yaxes(title=t("par.axis_draft", lang), range=[0, tallest * 1.15], row=1, col=1)  # room for the labels
     fig.update_xaxes(title=t("par.axis_depth", lang), dtick=1, row=1, col=2)
     fig.update_yaxes(title=t("par.axis_accept", lang), range=[0, 1], row=1, col=2)
     fig.update_layout(barmode="group")
