@@ -91,6 +91,14 @@ def vllm_logits(w: dict, config: dict, embedded: torch.Tensor, fused: torch.Tens
     return logits
 
 
+def assert_same_logits(got: torch.Tensor, expected: torch.Tensor) -> None:
+    """The lab's logits are vLLM's computation's: the same tokens left out (-inf), 1e-4 elsewhere, the same argmax."""
+    finite = torch.isfinite(expected)
+    assert torch.equal(finite, torch.isfinite(got))
+    assert torch.allclose(got[finite], expected[finite], atol=1e-4)
+    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+
+
 def test_vllms_computation_on_the_checkpoint_gives_the_lab_drafters_logits(exported, tiny):
     from core.drafters.base import DraftShape
     from core.drafters.eagle import Eagle3Drafter
@@ -113,10 +121,7 @@ def test_vllms_computation_on_the_checkpoint_gives_the_lab_drafters_logits(expor
         out = net(net.fuse_target([hidden[i][0, :n] for i in config["eagle_aux_hidden_state_layer_ids"]])[None],
                   tokens[None], position_ids(0, parents, n), attention_mask(0, parents, n), None)[0]
         got = net.target_logits(out)
-    finite = torch.isfinite(expected)
-    assert torch.equal(finite, torch.isfinite(got))
-    assert torch.allclose(got[finite], expected[finite], atol=1e-4)
-    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+    assert_same_logits(got, expected)
 
 
 def test_the_labs_own_layout_is_refused_with_the_way_out(tmp_path, capsys):
@@ -208,10 +213,7 @@ def test_vllms_masked_slots_give_the_lab_peagles_logits(exported_peagle, tiny):
         out = net(everything, None, positions, mask, None,
                   embedded=torch.cat([embed[tokens], embedded])[None])[0, n - 1:]
         got = net.target_logits(out)
-    finite = torch.isfinite(expected)
-    assert torch.equal(finite, torch.isfinite(got))
-    assert torch.allclose(got[finite], expected[finite], atol=1e-4)
-    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+    assert_same_logits(got, expected)
 
 
 def test_a_peagle_with_a_placeholder_per_depth_is_refused_with_the_way_out(tmp_path, capsys):
