@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from core.api import encode_prompt
+from core.drafters.checkpoint import KINDS as EXPORTED  # the lab's learned drafters vLLM loads (``export_drafter``)
 from core.drafters.checkpoint import checkpoint_config, checkpoint_weights, speculative_config, write_checkpoint
 from core.drafters.weights import load_folder
 from core.common.errors import UserError
@@ -26,7 +27,6 @@ from core.vllm.client import SpecCounters, VllmRunner
 from core.vllm.schedule import decode
 
 METHODS = ("none", "eagle3", "peagle", "draft", "ngram")
-EXPORTED = ("eagle3", "peagle")  # the lab's learned drafters vLLM loads (``export_drafter``)
 NGRAM_MIN = 2  # vLLM's prompt_lookup_min for the ngram method (its documented examples use 2)
 
 
