@@ -10,7 +10,8 @@ from core.train.scaling import markdown_table, run_key
 
 
 def args(**changes):
-    base = dict(data="gemma-270m-abc", steps=3000, seed=0, batch=8, lr=2e-3, draft_vocab="4096", init=None)
+    base = dict(data="gemma-270m-abc", steps=3000, seed=0, batch=8, lr=2e-3, draft_vocab="4096", init=None,
+                depth_decay=1.0)
     return argparse.Namespace(**{**base, **changes})
 
 
@@ -26,6 +27,7 @@ def test_another_vocabulary_rate_or_starting_point_is_another_run(tmp_path):
     save_file({"w": torch.ones(2)}, tmp_path / "eagle3" / "model.safetensors")
     assert run_key("eagle3", 1.0, args(lr=1e-3, draft_vocab="8192", init=tmp_path)) != key  # other weights
     assert run_key("eagle3", 1.0, args(batch=4)) == "v1-gemma-270m-abc-eagle3-f1-s3000-seed0-b4"
+    assert run_key("peagle", 1.0, args(depth_decay=0.5)) == "v1-gemma-270m-abc-peagle-f1-s3000-seed0-decay0.5"
 
 
 def test_more_data_folders_are_another_run():

@@ -27,6 +27,7 @@ from core.vllm.client import SpecCounters, VllmRunner
 from core.vllm.schedule import decode
 
 METHODS = ("none", "eagle3", "peagle", "draft", "ngram")
+TITLES = {"eagle3": "EAGLE-3", "peagle": "P-EAGLE"}
 NGRAM_MIN = 2  # vLLM's prompt_lookup_min for the ngram method (its documented examples use 2)
 
 
@@ -92,7 +93,7 @@ def method(name: str, preset: str, k: int = 3) -> Method:
     p = resolve_preset(preset)
     if name in EXPORTED:
         if not (drafter_home(p.target) / f"{name}-reference").is_dir():
-            raise UserError(f"this target has no exportable {name} ({name}-reference) to give vLLM")
+            raise UserError(f"this target has no exportable {TITLES[name]} ({name}-reference) to give vLLM")
         return Method(name, k, checkpoint=str(export_drafter(p.target, name)))
     if name == "draft":
         if not p.draft:
