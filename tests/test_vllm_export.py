@@ -28,11 +28,32 @@ MIDLAYER = {f"midlayer.{name}.weight" for name in (
     "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
 
 
+def export_tiny(tmp_path_factory, drafter: str) -> Path:
+    """``python -m core export --drafter DRAFTER --preset tiny --format vllm`` into a fresh folder."""
+    out = tmp_path_factory.mktemp("vllm") / f"tiny-{drafter}"
+    assert main(["export", "--drafter", drafter, "--preset", "tiny", "--format", "vllm", str(out)]) == 0
+    return out
+
+
+def reloaded_runs(drafter: str, source: Path, exported: Path, chain: int) -> list:
+    """The trained folder and its export on 3 held-out prompts, a chain and a tree: the same proposals (token,
+    parent, draft probability) and the same text. Returns the runs with the export."""
+    runs_of_export = []
+    for prompt in load_prompts()[:3]:  # held-out prompts
+        for shape in (dict(k=chain), dict(tree="3x3", eagle_nodes=8)):
+            runs = [generate(prompt, preset="tiny", drafter=drafter, max_new_tokens=24, drafter_weights=str(w),
+                             **shape) for w in (source, exported)]
+            trained, reloaded = ([(n.token, n.parent, n.draft_prob) for step in r.steps for n in step.nodes]
+                                 for r in runs)
+            assert trained == reloaded and len(trained) > 10
+            assert runs[0].tokens == runs[1].tokens
+            runs_of_export.append(runs[1])
+    return runs_of_export
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vllm") / "tiny-eagle3"
-    assert main(["export", "--drafter", "eagle3", "--preset", "tiny", "--format", "vllm", str(out)]) == 0
-    return out
+    return export_tiny(tmp_path_factory, "eagle3")
 
 
 def test_the_checkpoint_has_vllms_names_and_config_fields(exported):
@@ -53,14 +74,7 @@ def test_the_checkpoint_has_vllms_names_and_config_fields(exported):
 
 
 def test_the_exported_drafter_proposes_what_the_trained_one_does(exported):
-    for prompt in load_prompts()[:3]:  # held-out prompts
-        for shape in (dict(k=4), dict(tree="3x3", eagle_nodes=8)):
-            runs = [generate(prompt, preset="tiny", drafter="eagle3", max_new_tokens=24, drafter_weights=str(w),
-                             **shape) for w in (SOURCE, exported)]
-            trained, reloaded = ([(n.token, n.parent, n.draft_prob) for step in r.steps for n in step.nodes]
-                                 for r in runs)
-            assert trained == reloaded and len(trained) > 10
-            assert runs[0].tokens == runs[1].tokens
+    reloaded_runs("eagle3", SOURCE, exported, 4)
 
 
 def rms(x, weight, eps):
@@ -124,10 +138,12 @@ def test_vllms_computation_on_the_checkpoint_gives_the_lab_drafters_logits(expor
     assert_same_logits(got, expected)
 
 
-def test_the_labs_own_layout_is_refused_with_the_way_out(tmp_path, capsys):
-    code = main(["export", "--drafter", "eagle3", "--preset", "tiny", "--drafter-weights",
-                 str(ROOT / "assets" / "tiny" / "eagle3"), str(tmp_path / "out")])
-    assert code == 2 and "--layout reference" in capsys.readouterr().err
+@pytest.mark.parametrize("drafter,way_out", [("eagle3", "--layout reference"),  # the lab's own layer
+                                            ("peagle", "--placeholders shared")])  # a placeholder per depth
+def test_the_labs_own_layout_is_refused_with_the_way_out(tmp_path, capsys, drafter, way_out):
+    code = main(["export", "--drafter", drafter, "--preset", "tiny", "--drafter-weights",
+                 str(ROOT / "assets" / "tiny" / drafter), str(tmp_path / "out")])
+    assert code == 2 and way_out in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -156,9 +172,7 @@ PARALLEL_SOURCE = ROOT / "assets" / "tiny" / "peagle-reference"
 
 @pytest.fixture(scope="module")
 def exported_peagle(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vllm") / "tiny-peagle"
-    assert main(["export", "--drafter", "peagle", "--preset", "tiny", "--format", "vllm", str(out)]) == 0
-    return out
+    return export_tiny(tmp_path_factory, "peagle")
 
 
 def test_a_peagle_exports_with_vllms_parallel_drafting_fields(exported_peagle):
@@ -172,15 +186,8 @@ def test_a_peagle_exports_with_vllms_parallel_drafting_fields(exported_peagle):
 
 
 def test_the_exported_peagle_proposes_what_the_trained_one_does(exported_peagle):
-    for prompt in load_prompts()[:3]:
-        for shape in (dict(k=5), dict(tree="3x3", eagle_nodes=8)):
-            runs = [generate(prompt, preset="tiny", drafter="peagle", max_new_tokens=24, drafter_weights=str(w),
-                             **shape) for w in (PARALLEL_SOURCE, exported_peagle)]
-            trained, reloaded = ([(n.token, n.parent, n.draft_prob) for step in r.steps for n in step.nodes]
-                                 for r in runs)
-            assert trained == reloaded and len(trained) > 10
-            assert runs[0].tokens == runs[1].tokens
-            assert runs[1].draft_forwards == sum(1 for step in runs[1].steps if step.nodes)  # one forward a step
+    for run in reloaded_runs("peagle", PARALLEL_SOURCE, exported_peagle, 5):
+        assert run.draft_forwards == sum(1 for step in run.steps if step.nodes)  # one forward a step
 
 
 def test_vllms_masked_slots_give_the_lab_peagles_logits(exported_peagle, tiny):
@@ -214,13 +221,6 @@ def test_vllms_masked_slots_give_the_lab_peagles_logits(exported_peagle, tiny):
                   embedded=torch.cat([embed[tokens], embedded])[None])[0, n - 1:]
         got = net.target_logits(out)
     assert_same_logits(got, expected)
-
-
-def test_a_peagle_with_a_placeholder_per_depth_is_refused_with_the_way_out(tmp_path, capsys):
-    code = main(["export", "--drafter", "peagle", "--preset", "tiny", "--drafter-weights",
-                 str(ROOT / "assets" / "tiny" / "peagle"), str(tmp_path / "out")])
-    assert code == 2 and "--placeholders shared" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
 
 
 def test_a_parallel_checkpoint_is_not_taken_for_an_eagle3(exported_peagle):

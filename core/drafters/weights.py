@@ -103,8 +103,8 @@ class NetFields(BaseModel):
 
     def parameters(self) -> int:
         hidden, kv = self.hidden_size, self.hidden_size // self.num_attention_heads * self.num_key_value_heads
-        placeholders = (len(self.target_layers) * hidden if self.placeholders == "shared"
-                        else 2 * self.parallel_tokens * hidden) if self.parallel_tokens else 0
+        shared = self.placeholders == "shared" and self.parallel_tokens  # one mask_hidden; else two vectors per depth
+        placeholders = len(self.target_layers) * hidden if shared else 2 * self.parallel_tokens * hidden
         return (3 * hidden * (len(self.target_layers) + 1) * hidden + 4 * hidden * kv
                 + 3 * hidden * self.intermediate_size + placeholders)
 

@@ -124,12 +124,12 @@ def train_eagle(kind: str, target, data, heldout, out: Path, args, checkpoint: P
     print(f"[{kind}] {count_parameters(net):,} parameters, layers {layers}, draft vocabulary "
           f"{args.draft_vocab}, TTT steps {ttt}, {steps} steps", file=sys.stderr, flush=True)
     config = eagle.train_config(steps, args.batch, args.lr)
-    depth_decay = getattr(args, "depth_decay", 1.0)
-    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, checkpoint, depth_decay)
+    seconds = eagle.train_net(net, data, config, ttt, feature_weight, generator, kind, checkpoint, args.depth_decay)
     chain = eagle.chain_accuracy(net, heldout, HELDOUT_DATA.prompt_len)
     print(f"[{kind}] held-out chain acceptance by depth {chain['accepted']}", file=sys.stderr, flush=True)
     options = {"layers": list(layers), "ttt_steps": ttt, "feature_weight": feature_weight, "steps": steps,
-               "batch": args.batch, "lr": args.lr, "depth_decay": depth_decay, "draft_vocab": args.draft_vocab, "intermediate_size": INTERMEDIATE,
+               "batch": args.batch, "lr": args.lr, "depth_decay": args.depth_decay, "draft_vocab": args.draft_vocab,
+               "intermediate_size": INTERMEDIATE,
                "seed": args.seed, "init": None if args.init is None else home_relative(init_folder(args.init, kind))}
     saved = {"kind": kind, "net": asdict(net.config), "target": target_fingerprint(target.model),
              "training": record(args, kind, options, seconds, data), "heldout_chain": chain}
@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8, help="EAGLE batch (sequences)")
     parser.add_argument("--lr", type=float, default=EAGLE_LR, help="EAGLE peak learning rate")
     parser.add_argument("--ttt-steps", type=int, default=3, help="eagle3 training-time test unroll steps")
+    parser.add_argument("--depth-decay", type=float, default=1.0,
+                        help="weight unroll step j by DECAY**(j-1) (default 1: every depth alike)")
     parser.add_argument("--draft-vocab", default=str(DRAFT_VOCAB),
                         help=f"EAGLE's draft vocabulary: N most chosen tokens, auto or all (default {DRAFT_VOCAB})")
     parser.add_argument("--init", type=Path, help="start EAGLE training from the drafters in this folder")

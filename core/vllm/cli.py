@@ -105,7 +105,8 @@ def run_serve(args) -> int:
     check_output_file(args.log, "--log")  # by default beside the venv
     spec = method(settings.method, settings.preset, settings.k)
     target = resolve_preset(settings.preset).target
-    print(f"vLLM: loading {target} with {spec.label} (minutes on 2 cores: tiny 1 to 2, gemma-270m 2 to 5; its log: {args.log})",
+    print(f"vLLM: loading {target} with {spec.label} (minutes on 2 cores: tiny 1 to 2, gemma-270m 2 to 5; "
+          f"its log: {args.log})",
           file=sys.stderr, flush=True)
     try:
         with serve(target, spec.speculative_config(), threads=settings.threads, port=settings.port,

@@ -99,7 +99,8 @@ def parallel_caption(result: dict | None, lang: str, book: dict | None = None) -
     caption = t("par.caption", lang, hardware=result.get("hardware", "–"), e_ms=ms["eagle3"][5], p_ms=ms["peagle"][5],
                 share=ms["peagle"][5] / ms["eagle3"][5], e1=rates["eagle3"][0], p1=rates["peagle"][0], depth=deep + 1,
                 e_deep=rates["eagle3"][deep], p_deep=rates["peagle"][deep], speedups=speedups, best=best)
-    if book is not None and auto_speedups(book):
-        book_speedups, book_best = _listed(auto_speedups(book))
+    book_rows = auto_speedups(book) if book is not None else {}
+    if book_rows:
+        book_speedups, book_best = _listed(book_rows)
         caption += " " + t("par.caption_book", lang, speedups=book_speedups, best=book_best)
     return caption
